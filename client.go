@@ -1,0 +1,121 @@
+package riffle
+
+import (
+	"context"
+	"log/slog"
+	"sort"
+
+	"github.com/riffle-go/riffle/internal/cluster"
+	"github.com/riffle-go/riffle/internal/conn"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Client is a connection to a Kafka cluster, shared by producers, consumers
+// and the admin API. It dials lazily, keeps its seed brokers for its whole
+// life, and keeps one connection per broker and traffic class (produce,
+// fetch, group, other) so slow requests never delay control traffic.
+//
+// A Client is safe for concurrent use. Close it when done.
+type Client struct {
+	cfg clientConfig
+	cl  *cluster.Cluster
+	log *slog.Logger
+}
+
+// NewClient returns a client for the cluster reachable through the seed
+// brokers. It validates the configuration but does not connect: the first
+// call that needs the cluster does. Invalid configuration fails with an
+// error matching ErrInvalidConfig.
+func NewClient(opts ...Option) (*Client, error) {
+	cfg := defaultClientConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	log := cfg.logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	cc := &conn.Config{
+		ClientID:        cfg.clientID,
+		SoftwareName:    "riffle",
+		SoftwareVersion: Version,
+		Dial:            cfg.dial,
+		DialTimeout:     cfg.dialTimeout,
+		TLS:             cfg.tls,
+		SASL:            cfg.sasl,
+		MaxFrame:        cfg.maxResponseSize,
+		MaxInflight:     cfg.maxInflight,
+		RequestTimeout:  cfg.requestTimeout,
+		MaxVersions:     cfg.maxVersions,
+		Logger:          log,
+	}
+	if o := newHookObserver(cfg.hooks); o != nil {
+		cc.Observer = o
+	}
+	cl, err := cluster.New(cluster.Config{
+		Seeds:               cfg.seeds,
+		Conn:                cc,
+		DialStagger:         cfg.dialStagger,
+		ReconnectBackoff:    cfg.reconnectBackoff,
+		RetryBackoff:        cfg.retryBackoff,
+		RetryTimeout:        cfg.retryTimeout,
+		IdleTimeout:         cfg.idleTimeout,
+		MetadataMinAge:      cfg.metadataMinAge,
+		MetadataMaxAge:      cfg.metadataMaxAge,
+		UnknownTopicRetries: cfg.unknownTopicRetries,
+		Logger:              log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Client{cfg: cfg, cl: cl, log: log}, nil
+}
+
+// Version is Riffle's version, sent to brokers in ApiVersions (KIP-511).
+const Version = "0.1.0"
+
+// Close closes every connection and stops every goroutine of the client.
+// Calls in progress fail with ErrClientClosed.
+func (c *Client) Close() { c.cl.Close() }
+
+// Ping checks that some broker answers, refreshing the cluster metadata.
+// When none does, the error is an *UnreachableError naming each address.
+func (c *Client) Ping(ctx context.Context) error {
+	return c.cl.RefreshMetadata(ctx, true)
+}
+
+// Request sends a raw request to any broker, with retries, and returns its
+// response. It is an escape hatch for APIs the client does not wrap; the
+// version is chosen by negotiation.
+func (c *Client) Request(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	return c.cl.RequestAny(ctx, req)
+}
+
+// BrokerMetadata describes one broker of the cluster.
+type BrokerMetadata struct {
+	NodeID int32
+	Host   string
+	Port   int32
+	Rack   string
+}
+
+// Brokers returns the brokers of the cluster, sorted by node id, from
+// fresh metadata.
+func (c *Client) Brokers(ctx context.Context) ([]BrokerMetadata, error) {
+	if err := c.cl.RefreshMetadata(ctx, true); err != nil {
+		return nil, err
+	}
+	return brokersOf(c.cl.Snapshot()), nil
+}
+
+func brokersOf(s *cluster.Snapshot) []BrokerMetadata {
+	out := make([]BrokerMetadata, 0, len(s.Brokers))
+	for _, b := range s.Brokers {
+		out = append(out, BrokerMetadata{NodeID: b.NodeID, Host: b.Host, Port: b.Port, Rack: b.Rack})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].NodeID < out[j].NodeID })
+	return out
+}

@@ -1,0 +1,418 @@
+// Package cluster manages a client's view of a Kafka cluster: seed
+// addresses kept for the client's lifetime, brokers discovered from
+// metadata, one lazily dialed connection per broker and traffic class, a
+// single-flight metadata owner, and retries bounded by a budget.
+//
+// The decisions are pure types with table tests (racer, merge, backoff);
+// Cluster is the shell whose goroutines own sockets and call into them.
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/riffle-go/riffle/internal/backoff"
+	"github.com/riffle-go/riffle/internal/conn"
+	"github.com/riffle-go/riffle/internal/errs"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Config configures a Cluster. Zero durations take the documented defaults.
+type Config struct {
+	Seeds []string
+	Conn  *conn.Config
+
+	DialStagger         time.Duration  // happy-eyeballs delay; default 300 ms
+	ReconnectBackoff    backoff.Policy // per address; default 50 ms .. 1 s, jitter 0.2
+	RetryBackoff        backoff.Policy // between request retries; default 100 ms .. 1 s, jitter 0.2
+	RetryTimeout        time.Duration  // budget for one call's retries; default 30 s
+	IdleTimeout         time.Duration  // close unused connections; default 30 s
+	MetadataMinAge      time.Duration  // floor between refreshes; default 100 ms
+	MetadataMaxAge      time.Duration  // periodic refresh; default 5 min
+	UnknownTopicRetries int            // refreshes before a topic is unknown; default 4
+
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&c.DialStagger, 300*time.Millisecond)
+	def(&c.RetryTimeout, 30*time.Second)
+	def(&c.IdleTimeout, 30*time.Second)
+	def(&c.MetadataMinAge, 100*time.Millisecond)
+	def(&c.MetadataMaxAge, 5*time.Minute)
+	if c.ReconnectBackoff.Base <= 0 {
+		c.ReconnectBackoff = backoff.Policy{Base: 50 * time.Millisecond, Max: time.Second, Jitter: 0.2}
+	}
+	if c.RetryBackoff.Base <= 0 {
+		c.RetryBackoff = backoff.Policy{Base: 100 * time.Millisecond, Max: time.Second, Jitter: 0.2}
+	}
+	if c.UnknownTopicRetries <= 0 {
+		c.UnknownTopicRetries = 4
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Conn == nil {
+		c.Conn = &conn.Config{}
+	}
+}
+
+// Cluster is the connection and metadata manager shared by a client's
+// producer, consumer and admin. Safe for concurrent use.
+type Cluster struct {
+	cfg     Config
+	connCfg *conn.Config
+	log     *slog.Logger
+
+	ctx    context.Context // cancelled by Close; every owned goroutine watches it
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	closing  bool
+	seeds    []*broker
+	brokers  map[int32]*broker
+	tracker  *backoff.Tracker
+	lastErrs map[string]error // last dial failure per address, for reports
+
+	meta metaState
+}
+
+// New starts a cluster manager. It dials nothing until first needed.
+func New(cfg Config) (*Cluster, error) {
+	if len(cfg.Seeds) == 0 {
+		return nil, fmt.Errorf("%w: no seed brokers", errs.ErrConfig)
+	}
+	cfg.setDefaults()
+	cfg.Conn.Init()
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &Cluster{
+		cfg:      cfg,
+		connCfg:  cfg.Conn,
+		log:      cfg.Logger,
+		ctx:      ctx,
+		cancel:   cancel,
+		brokers:  make(map[int32]*broker),
+		tracker:  backoff.NewTracker(cfg.ReconnectBackoff),
+		lastErrs: make(map[string]error),
+	}
+	seen := map[string]bool{}
+	for _, s := range cfg.Seeds {
+		if seen[s] {
+			continue
+		}
+		seen[s] = true
+		c.seeds = append(c.seeds, &broker{cl: c, nodeID: -1, addr: s})
+	}
+	c.meta.init()
+	c.goOwned(c.metadataLoop)
+	c.goOwned(c.reapLoop)
+	return c, nil
+}
+
+// goOwned runs fn on a goroutine the cluster waits for on Close. It
+// returns false (and runs nothing) once the cluster is closing.
+func (c *Cluster) goOwned(fn func()) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closing {
+		return false
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		fn()
+	}()
+	return true
+}
+
+// Close closes every connection and waits for every goroutine.
+func (c *Cluster) Close() {
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		c.wg.Wait()
+		return
+	}
+	c.closing = true
+	all := append([]*broker(nil), c.seeds...)
+	for _, b := range c.brokers {
+		all = append(all, b)
+	}
+	c.mu.Unlock()
+	c.cancel()
+	for _, b := range all {
+		b.closeAll()
+	}
+	c.wg.Wait()
+	// Dials that finished after closeAll raced in; close them too.
+	for _, b := range all {
+		b.closeAll()
+	}
+}
+
+// Closed is closed when Close starts.
+func (c *Cluster) Closed() <-chan struct{} { return c.ctx.Done() }
+
+func (c *Cluster) readyAt(addr string) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.tracker.ReadyAt(addr)
+}
+
+func (c *Cluster) recordDial(addr string, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err == nil {
+		c.tracker.Succeeded(addr)
+		delete(c.lastErrs, addr)
+		return
+	}
+	if errors.Is(err, errs.ErrClientClosed) || errors.Is(err, context.Canceled) {
+		return
+	}
+	until := c.tracker.Failed(addr, time.Now(), rand.Float64())
+	c.lastErrs[addr] = err
+	c.log.Debug("broker backing off", "broker", addr, "until", until, "err", err)
+}
+
+// Broker returns the broker with nodeID, if metadata knows it.
+func (c *Cluster) broker(nodeID int32) (*broker, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b, ok := c.brokers[nodeID]
+	return b, ok
+}
+
+// Conn returns a connection of class cls to broker nodeID, dialing lazily.
+// A broker not in the metadata triggers one refresh before failing.
+func (c *Cluster) Conn(ctx context.Context, nodeID int32, cls Class) (*conn.Conn, error) {
+	b, ok := c.broker(nodeID)
+	if !ok {
+		if err := c.RefreshMetadata(ctx, true); err != nil {
+			return nil, err
+		}
+		if b, ok = c.broker(nodeID); !ok {
+			return nil, fmt.Errorf("broker node %d is not in the cluster metadata: %w", nodeID, errs.ErrConnClosed)
+		}
+	}
+	return b.conn(ctx, cls)
+}
+
+// Request sends req to broker nodeID on class cls once (no retries).
+func (c *Cluster) Request(ctx context.Context, nodeID int32, cls Class, req kmsg.Request) (kmsg.Response, error) {
+	cn, err := c.Conn(ctx, nodeID, cls)
+	if err != nil {
+		return nil, err
+	}
+	return cn.Request(ctx, req)
+}
+
+// reapLoop closes idle connections.
+func (c *Cluster) reapLoop() {
+	every := min(c.cfg.IdleTimeout/2, 5*time.Second)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case now := <-t.C:
+			c.mu.Lock()
+			all := append([]*broker(nil), c.seeds...)
+			for _, b := range c.brokers {
+				all = append(all, b)
+			}
+			c.mu.Unlock()
+			for _, b := range all {
+				b.closeIdle(now, c.cfg.IdleTimeout)
+			}
+		}
+	}
+}
+
+// applyBrokerChanges retires brokers that left or moved and creates
+// entries for new ones; nothing is dialed here.
+func (c *Cluster) applyBrokerChanges(changes []BrokerChange) {
+	var retire []*broker
+	c.mu.Lock()
+	for _, ch := range changes {
+		if ch.OldAddr != "" {
+			if b, ok := c.brokers[ch.NodeID]; ok {
+				retire = append(retire, b)
+				delete(c.brokers, ch.NodeID)
+			}
+		}
+		if ch.NewAddr != "" && !c.closing {
+			c.brokers[ch.NodeID] = &broker{cl: c, nodeID: ch.NodeID, addr: ch.NewAddr}
+		}
+	}
+	c.mu.Unlock()
+	for _, b := range retire {
+		c.log.Info("broker retired", "node", b.nodeID, "broker", b.addr)
+		b.retire()
+	}
+}
+
+// anyCandidates lists addresses an "any broker" request may use, known
+// brokers first (they are the live cluster, shuffled to spread load), then
+// seeds; addresses backing
+// off are left out, but if that leaves nothing, everything is tried so a
+// caller never fails without a single attempt.
+func (c *Cluster) anyCandidates() ([]*broker, map[string]error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	var ready, all []*broker
+	known := make([]*broker, 0, len(c.brokers))
+	for _, b := range c.brokers {
+		known = append(known, b)
+	}
+	rand.Shuffle(len(known), func(i, j int) { known[i], known[j] = known[j], known[i] })
+	// Seeds keep the user's order: it is a preference, and with staggered
+	// dialing a dead first seed costs one stagger delay, not a timeout.
+	seeds := c.seeds
+	skipped := map[string]error{}
+	for _, b := range append(known, seeds...) {
+		all = append(all, b)
+		if c.tracker.Ready(b.addr, now) {
+			ready = append(ready, b)
+		} else if err := c.lastErrs[b.addr]; err != nil {
+			skipped[b.addr] = err
+		}
+	}
+	if len(ready) == 0 {
+		return all, nil
+	}
+	return ready, skipped
+}
+
+// AnyConn returns a ready connection of class Other to some broker: an
+// open one if any exists, otherwise the winner of a staggered parallel dial
+// over known brokers and seeds. Failure is an *UnreachableError listing
+// every address tried and why.
+func (c *Cluster) AnyConn(ctx context.Context) (*conn.Conn, error) {
+	if err := c.ctx.Err(); err != nil {
+		return nil, errs.ErrClientClosed
+	}
+	cands, skipped := c.anyCandidates()
+	for _, b := range cands {
+		if cn := b.liveConn(ClassOther); cn != nil {
+			return cn, nil
+		}
+	}
+	list := make([]candidate, len(cands))
+	for i, b := range cands {
+		list[i] = candidate{addr: b.addr, nodeID: b.nodeID}
+	}
+	// The race runs under both the caller's and the cluster's lifetime.
+	rctx, stop := context.WithCancel(ctx)
+	defer stop()
+	unwatch := context.AfterFunc(c.ctx, stop)
+	defer unwatch()
+	win, cn, dialErrs := raceDial(rctx, list, c.cfg.DialStagger, func(ctx context.Context, cd candidate) (*conn.Conn, error) {
+		cn, err := conn.Dial(ctx, c.connCfg, cd.addr, cd.nodeID)
+		if ctx.Err() == nil || err == nil {
+			c.recordDial(cd.addr, err)
+		}
+		return cn, err
+	})
+	if win >= 0 {
+		return cands[win].adopt(ClassOther, cn), nil
+	}
+	if c.ctx.Err() != nil {
+		return nil, errs.ErrClientClosed
+	}
+	ue := &UnreachableError{}
+	for i, b := range cands {
+		e := dialErrs[i]
+		if e == nil {
+			if ctx.Err() != nil {
+				e = fmt.Errorf("not tried: %w", ctx.Err())
+			} else {
+				continue
+			}
+		}
+		ue.Addrs = append(ue.Addrs, AddrError{Addr: b.addr, NodeID: b.nodeID, Err: e})
+	}
+	for addr, e := range skipped {
+		ue.Addrs = append(ue.Addrs, AddrError{Addr: addr, NodeID: -1, Err: fmt.Errorf("backing off after: %w", e)})
+	}
+	if ctx.Err() != nil {
+		ue.Ctx = ctx.Err()
+	}
+	return nil, ue
+}
+
+// RequestAny sends req to any broker, retrying retriable failures within
+// the retry budget.
+func (c *Cluster) RequestAny(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	var resp kmsg.Response
+	err := c.Retry(ctx, func(ctx context.Context) error {
+		cn, err := c.AnyConn(ctx)
+		if err != nil {
+			return err
+		}
+		resp, err = cn.Request(ctx, req)
+		return err
+	})
+	return resp, err
+}
+
+// Retry calls fn until it succeeds, fails non-retriably, the caller's ctx
+// ends or the retry budget (RetryTimeout) runs out. Between attempts it
+// backs off (KIP-580). The last error is returned, wrapped with the
+// context's error when the budget ran out.
+func (c *Cluster) Retry(ctx context.Context, fn func(context.Context) error) error {
+	budget, cancel := context.WithTimeout(ctx, c.cfg.RetryTimeout)
+	defer cancel()
+	for attempt := 1; ; attempt++ {
+		err := fn(budget)
+		if err == nil {
+			return nil
+		}
+		if c.ctx.Err() != nil {
+			return errs.ErrClientClosed
+		}
+		if ctx.Err() != nil {
+			return joinCtx(err, ctx.Err())
+		}
+		if !errs.IsRetriable(err) && !errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+		if budget.Err() != nil {
+			return joinCtx(err, budget.Err())
+		}
+		c.log.Debug("retrying", "attempt", attempt, "err", err)
+		t := time.NewTimer(c.cfg.RetryBackoff.Delay(attempt, rand.Float64()))
+		select {
+		case <-t.C:
+		case <-budget.Done():
+			t.Stop()
+			if ctx.Err() != nil {
+				return joinCtx(err, ctx.Err())
+			}
+			return joinCtx(err, budget.Err())
+		case <-c.ctx.Done():
+			t.Stop()
+			return errs.ErrClientClosed
+		}
+	}
+}
+
+func joinCtx(err, ctxErr error) error {
+	if errors.Is(err, ctxErr) {
+		return err
+	}
+	return fmt.Errorf("%w (last error: %w)", ctxErr, err)
+}

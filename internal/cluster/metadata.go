@@ -1,0 +1,173 @@
+package cluster
+
+import (
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/riffle-go/riffle/internal/kafkaerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// BrokerMeta is a broker as metadata describes it.
+type BrokerMeta struct {
+	NodeID int32
+	Host   string
+	Port   int32
+	Rack   string
+}
+
+// Addr is host:port.
+func (b BrokerMeta) Addr() string { return net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))) }
+
+// PartitionMeta is one partition's leadership and replicas.
+type PartitionMeta struct {
+	Partition   int32
+	Leader      int32
+	LeaderEpoch int32
+	Replicas    []int32
+	ISR         []int32
+	Offline     []int32
+	Err         error // a Kafka error for this partition (e.g. LEADER_NOT_AVAILABLE)
+}
+
+// TopicMeta is one topic in the metadata.
+type TopicMeta struct {
+	Name       string
+	ID         [16]byte
+	Internal   bool
+	Err        error // a Kafka error for the whole topic (e.g. UNKNOWN_TOPIC_OR_PARTITION)
+	Partitions []PartitionMeta
+}
+
+// Snapshot is an immutable view of cluster metadata. A new one replaces the
+// old on every refresh; readers never see a half-applied update.
+type Snapshot struct {
+	Brokers    map[int32]BrokerMeta
+	Controller int32
+	ClusterID  string
+	Topics     map[string]*TopicMeta
+	Updated    time.Time
+}
+
+func emptySnapshot() *Snapshot {
+	return &Snapshot{Brokers: map[int32]BrokerMeta{}, Controller: -1, Topics: map[string]*TopicMeta{}}
+}
+
+// BrokerChange says what a refresh did to a broker.
+type BrokerChange struct {
+	NodeID  int32
+	OldAddr string // empty if added
+	NewAddr string // empty if removed
+}
+
+// merge applies a metadata response to prev and returns the new snapshot
+// and broker changes. allTopics says the request asked for every topic, so
+// topics missing from the response were deleted; otherwise topics not in
+// the response keep their previous entries. A partition whose leader epoch
+// is older than the cached one is stale (the answering broker has not seen
+// the latest election yet) and keeps the cached entry. Pure.
+func merge(prev *Snapshot, resp *kmsg.MetadataResponse, allTopics bool, now time.Time) (*Snapshot, []BrokerChange) {
+	next := &Snapshot{
+		Brokers:    prev.Brokers,
+		Controller: resp.ControllerID,
+		Topics:     make(map[string]*TopicMeta, len(prev.Topics)+len(resp.Topics)),
+		Updated:    now,
+		ClusterID:  prev.ClusterID,
+	}
+	if resp.ClusterID != nil {
+		next.ClusterID = *resp.ClusterID
+	}
+	var changes []BrokerChange
+	// A response without brokers is useless for membership; keep what we
+	// know rather than forget every broker.
+	if len(resp.Brokers) > 0 {
+		next.Brokers = make(map[int32]BrokerMeta, len(resp.Brokers))
+		for _, b := range resp.Brokers {
+			bm := BrokerMeta{NodeID: b.NodeID, Host: b.Host, Port: b.Port}
+			if b.Rack != nil {
+				bm.Rack = *b.Rack
+			}
+			next.Brokers[b.NodeID] = bm
+			old, had := prev.Brokers[b.NodeID]
+			switch {
+			case !had:
+				changes = append(changes, BrokerChange{NodeID: b.NodeID, NewAddr: bm.Addr()})
+			case old.Addr() != bm.Addr():
+				changes = append(changes, BrokerChange{NodeID: b.NodeID, OldAddr: old.Addr(), NewAddr: bm.Addr()})
+			}
+		}
+		for id, old := range prev.Brokers {
+			if _, ok := next.Brokers[id]; !ok {
+				changes = append(changes, BrokerChange{NodeID: id, OldAddr: old.Addr()})
+			}
+		}
+	}
+	if !allTopics {
+		for name, t := range prev.Topics {
+			next.Topics[name] = t
+		}
+	}
+	for i := range resp.Topics {
+		rt := &resp.Topics[i]
+		if rt.Topic == nil {
+			continue
+		}
+		name := *rt.Topic
+		t := &TopicMeta{Name: name, ID: rt.TopicID, Internal: rt.IsInternal, Err: kafkaerr.ForCode(rt.ErrorCode)}
+		old := prev.Topics[name]
+		if t.Err != nil && old != nil && old.Err == nil && kafkaerr.Typed(rt.ErrorCode).Retriable &&
+			rt.ErrorCode != kafkaerr.UnknownTopicOrPartition {
+			// A transient topic-level error (leader election in
+			// progress) does not erase what we knew.
+			next.Topics[name] = old
+			continue
+		}
+		t.Partitions = make([]PartitionMeta, 0, len(rt.Partitions))
+		for _, rp := range rt.Partitions {
+			pm := PartitionMeta{
+				Partition:   rp.Partition,
+				Leader:      rp.Leader,
+				LeaderEpoch: rp.LeaderEpoch,
+				Replicas:    rp.Replicas,
+				ISR:         rp.ISR,
+				Offline:     rp.OfflineReplicas,
+				Err:         kafkaerr.ForCode(rp.ErrorCode),
+			}
+			if op, ok := old.partition(rp.Partition); ok && rp.LeaderEpoch >= 0 && op.LeaderEpoch > rp.LeaderEpoch {
+				pm = op
+			}
+			t.Partitions = append(t.Partitions, pm)
+		}
+		sortPartitions(t.Partitions)
+		next.Topics[name] = t
+	}
+	return next, changes
+}
+
+func (t *TopicMeta) partition(p int32) (PartitionMeta, bool) {
+	if t == nil {
+		return PartitionMeta{}, false
+	}
+	if int(p) < len(t.Partitions) && t.Partitions[p].Partition == p {
+		return t.Partitions[p], true
+	}
+	for _, pm := range t.Partitions {
+		if pm.Partition == p {
+			return pm, true
+		}
+	}
+	return PartitionMeta{}, false
+}
+
+// Partition returns partition p of the topic.
+func (t *TopicMeta) Partition(p int32) (PartitionMeta, bool) { return t.partition(p) }
+
+func sortPartitions(ps []PartitionMeta) {
+	// Insertion sort: responses are almost always already ordered.
+	for i := 1; i < len(ps); i++ {
+		for j := i; j > 0 && ps[j-1].Partition > ps[j].Partition; j-- {
+			ps[j-1], ps[j] = ps[j], ps[j-1]
+		}
+	}
+}

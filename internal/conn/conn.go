@@ -1,0 +1,382 @@
+// Package conn is one connection to one Kafka broker: dialing (TCP or TLS),
+// ApiVersions negotiation, SASL, and pipelined request/response exchange
+// with correlation ids checked and responses matched in order.
+//
+// A Conn never desynchronizes: a request whose caller gives up (context
+// cancelled) stays in the pipeline, its response is read and discarded.
+// Anything that makes the byte stream untrustworthy (a request timeout, a
+// malformed or unexpected frame, a partial write) closes the connection and
+// fails every request in flight with a typed, retriable error.
+package conn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/riffle-go/riffle/internal/errs"
+	"github.com/riffle-go/riffle/internal/wire"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Conn is a ready connection to one broker. Safe for concurrent use.
+type Conn struct {
+	cfg    *Config
+	addr   string
+	nodeID int32
+	nc     net.Conn
+	vers   Versions
+
+	sem     chan struct{} // in-flight cap; a slot is released when the response is read
+	pending chan *call    // FIFO of written requests awaiting responses
+
+	wmu      sync.Mutex // serializes correlation ids, writes and pending order
+	nextID   int32
+	throttle time.Time // KIP-219: do not send before this (guarded by wmu)
+
+	inflight atomic.Int32
+	lastUsed atomic.Int64 // unix nanos
+	draining atomic.Bool
+
+	closeOnce sync.Once
+	closed    chan struct{}
+	closeErr  error // set before closed is closed
+	readerWG  sync.WaitGroup
+}
+
+type call struct {
+	req      kmsg.Request
+	id       int32
+	flexible bool
+	deadline time.Time
+	start    time.Time
+	written  int
+	done     chan result // buffered 1; finish sends exactly once
+	finished atomic.Bool
+}
+
+type result struct {
+	body []byte
+	err  error
+}
+
+// Addr returns the broker address this connection dialed.
+func (c *Conn) Addr() string { return c.addr }
+
+// NodeID returns the broker's node id (-1 for a seed).
+func (c *Conn) NodeID() int32 { return c.nodeID }
+
+// Versions returns the negotiated versions.
+func (c *Conn) Versions() *Versions { return &c.vers }
+
+// Inflight returns the number of requests written and not yet answered.
+func (c *Conn) Inflight() int { return int(c.inflight.Load()) }
+
+// LastUsed returns when a request was last issued or answered.
+func (c *Conn) LastUsed() time.Time { return time.Unix(0, c.lastUsed.Load()) }
+
+// Done is closed when the connection is closed.
+func (c *Conn) Done() <-chan struct{} { return c.closed }
+
+// Err returns why the connection closed, or nil while it is open.
+func (c *Conn) Err() error {
+	select {
+	case <-c.closed:
+		return c.closeErr
+	default:
+		return nil
+	}
+}
+
+// Close closes the connection, failing requests in flight with
+// ErrConnClosed, and waits for its reader goroutine.
+func (c *Conn) Close() error {
+	c.closeWith(fmt.Errorf("broker %s: %w", c.addr, errs.ErrConnClosed))
+	c.readerWG.Wait()
+	return nil
+}
+
+// CloseWhenIdle stops accepting requests and closes the connection once the
+// requests already in flight have been answered (or have failed).
+func (c *Conn) CloseWhenIdle() {
+	c.draining.Store(true)
+	if c.inflight.Load() == 0 {
+		c.closeWith(fmt.Errorf("broker %s: %w (retired)", c.addr, errs.ErrConnClosed))
+	}
+}
+
+func (c *Conn) closeWith(err error) {
+	c.closeOnce.Do(func() {
+		c.closeErr = err
+		close(c.closed)
+		c.nc.Close()
+		if c.cfg.Observer != nil {
+			c.cfg.Observer.Disconnected(c.addr, c.nodeID, err)
+		}
+		c.cfg.logger().Debug("connection closed", "broker", c.addr, "node", c.nodeID, "err", err)
+	})
+}
+
+// Request sends req at the highest version both sides support and waits for
+// its response. It returns when the response arrives, the connection dies,
+// or ctx ends; in the last case the response is still read and dropped so
+// the connection stays usable.
+func (c *Conn) Request(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	v, err := c.vers.Pick(req)
+	if err != nil {
+		return nil, fmt.Errorf("broker %s: %w", c.addr, err)
+	}
+	req.SetVersion(v)
+	body, start, err := c.do(ctx, req)
+	if err != nil || body == nil {
+		return nil, err
+	}
+	resp := req.ResponseKind()
+	resp.SetVersion(v)
+	if err := parse(resp, body); err != nil {
+		err = fmt.Errorf("broker %s: %s v%d: %w: %v", c.addr, kmsg.NameForKey(req.Key()), v, errs.ErrMalformed, err)
+		c.closeWith(err)
+		c.observe(req, 0, len(body), start, err)
+		return nil, err
+	}
+	if tr, ok := resp.(kmsg.ThrottleResponse); ok {
+		if ms, _ := tr.Throttle(); ms > 0 {
+			d := time.Duration(ms) * time.Millisecond
+			c.wmu.Lock()
+			if t := time.Now().Add(d); t.After(c.throttle) {
+				c.throttle = t
+			}
+			c.wmu.Unlock()
+			if c.cfg.Observer != nil {
+				c.cfg.Observer.Throttled(c.addr, c.nodeID, d)
+			}
+		}
+	}
+	return resp, nil
+}
+
+// parse decodes body into resp. kmsg bounds its reads, but a hostile broker
+// must never be able to crash the process, so a panic becomes an error.
+func parse(resp kmsg.Response, body []byte) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("decoder panic: %v", r)
+		}
+	}()
+	return resp.ReadFrom(body)
+}
+
+// do writes req (version already set) and waits for the raw response body.
+// A nil body with a nil error means the request expects no response
+// (produce with acks=0).
+func (c *Conn) do(ctx context.Context, req kmsg.Request) ([]byte, time.Time, error) {
+	if c.draining.Load() {
+		return nil, time.Time{}, fmt.Errorf("broker %s: %w (retired)", c.addr, errs.ErrConnClosed)
+	}
+	frame := c.cfg.formatter().Append(make([]byte, 0, 256), req)
+	select {
+	case c.sem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, time.Time{}, ctx.Err()
+	case <-c.closed:
+		return nil, time.Time{}, c.closeErr
+	}
+	noResponse := false
+	if p, ok := req.(*kmsg.ProduceRequest); ok && p.Acks == 0 {
+		noResponse = true
+	}
+	cl := &call{req: req, flexible: wire.ResponseFlexible(req), done: make(chan result, 1), written: len(frame)}
+	c.inflight.Add(1)
+	c.touch()
+
+	c.wmu.Lock()
+	if wait := time.Until(c.throttle); wait > 0 {
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			c.wmu.Unlock()
+			c.release()
+			return nil, time.Time{}, ctx.Err()
+		case <-c.closed:
+			t.Stop()
+			c.wmu.Unlock()
+			c.release()
+			return nil, time.Time{}, c.closeErr
+		}
+	}
+	c.nextID++
+	cl.id = c.nextID
+	wire.SetCorrelationID(frame, cl.id)
+	cl.start = time.Now()
+	cl.deadline = cl.start.Add(c.cfg.requestTimeout() + extraTimeout(req))
+	if !noResponse {
+		// Enqueue before writing: the reader pops in write order, and a
+		// failed write closes the connection, failing this call too.
+		select {
+		case c.pending <- cl:
+		case <-c.closed:
+			c.wmu.Unlock()
+			c.release()
+			return nil, time.Time{}, c.closeErr
+		}
+	}
+	wd := cl.deadline
+	if d, ok := ctx.Deadline(); ok && d.Before(wd) {
+		wd = d
+	}
+	c.nc.SetWriteDeadline(wd)
+	_, werr := c.nc.Write(frame)
+	c.wmu.Unlock()
+	if werr != nil {
+		// A partial write leaves the stream unusable; the outcome of the
+		// request is unknown.
+		c.closeWith(fmt.Errorf("broker %s: write %s: %w: %v", c.addr, kmsg.NameForKey(req.Key()), errs.ErrConnClosed, werr))
+	}
+	if noResponse {
+		c.release()
+		c.observe(req, len(frame), 0, cl.start, werr)
+		if werr != nil {
+			return nil, cl.start, c.closeErr
+		}
+		return nil, cl.start, nil
+	}
+	select {
+	case r := <-cl.done:
+		return r.body, cl.start, r.err
+	case <-c.closed:
+		// The reader may have exited before it saw this call; finish is
+		// idempotent, so whichever side gets there first answers.
+		c.finish(cl, result{err: c.closeErr}, 0)
+		r := <-cl.done
+		return r.body, cl.start, r.err
+	case <-ctx.Done():
+		// The reader still consumes and discards the response.
+		return nil, cl.start, ctx.Err()
+	}
+}
+
+func (c *Conn) release() {
+	<-c.sem
+	c.touch()
+	if c.inflight.Add(-1) == 0 && c.draining.Load() {
+		c.closeWith(fmt.Errorf("broker %s: %w (retired)", c.addr, errs.ErrConnClosed))
+	}
+}
+
+func (c *Conn) touch() { c.lastUsed.Store(time.Now().UnixNano()) }
+
+// extraTimeout is how long a request may legitimately wait at the broker on
+// top of the request timeout: long polls and server-side timeouts.
+func extraTimeout(req kmsg.Request) time.Duration {
+	switch r := req.(type) {
+	case *kmsg.FetchRequest:
+		return time.Duration(r.MaxWaitMillis) * time.Millisecond
+	case *kmsg.JoinGroupRequest:
+		return time.Duration(r.RebalanceTimeoutMillis) * time.Millisecond
+	case kmsg.TimeoutRequest:
+		return time.Duration(r.Timeout()) * time.Millisecond
+	}
+	return 0
+}
+
+// readLoop reads responses in order. It owns the read side of the socket.
+func (c *Conn) readLoop() {
+	defer c.readerWG.Done()
+	var buf []byte
+	for {
+		var cl *call
+		select {
+		case cl = <-c.pending:
+		case <-c.closed:
+			c.failPending()
+			return
+		}
+		c.nc.SetReadDeadline(cl.deadline)
+		body, err := wire.ReadFrame(c.nc, c.cfg.maxFrame(), buf[:0])
+		if err != nil {
+			var ne net.Error
+			switch {
+			case errors.As(err, &ne) && ne.Timeout():
+				err = fmt.Errorf("broker %s: %s: %w after %v", c.addr, kmsg.NameForKey(cl.req.Key()), errs.ErrRequestTimeout, time.Since(cl.start).Round(time.Millisecond))
+			case errors.Is(err, errs.ErrMalformed):
+				err = fmt.Errorf("broker %s: %w", c.addr, err)
+			default:
+				err = fmt.Errorf("broker %s: read: %w: %v", c.addr, errs.ErrConnClosed, err)
+			}
+			c.closeWith(err)
+			c.finish(cl, result{err: err}, 0)
+			c.failPending()
+			return
+		}
+		id, rest, err := wire.SplitResponse(body, cl.flexible)
+		if err == nil && id != cl.id {
+			err = &wire.FrameError{Reason: fmt.Sprintf("correlation id %d, expected %d", id, cl.id)}
+		}
+		if err != nil {
+			err = fmt.Errorf("broker %s: %w", c.addr, err)
+			c.closeWith(err)
+			c.finish(cl, result{err: err}, len(body))
+			c.failPending()
+			return
+		}
+		// The body is handed to the caller, so it cannot be reused. Copy
+		// small responses into an exact-size slice and keep the big buffer.
+		if cap(body) > 64<<10 && len(rest) < cap(body)/4 {
+			rest = append([]byte(nil), rest...)
+			buf = body
+		} else {
+			buf = nil
+		}
+		c.finish(cl, result{body: rest}, len(body)+4)
+	}
+}
+
+func (c *Conn) finish(cl *call, r result, read int) {
+	if !cl.finished.CompareAndSwap(false, true) {
+		return
+	}
+	cl.done <- r
+	c.observe(cl.req, cl.written, read, cl.start, r.err)
+	c.release()
+}
+
+// failPending fails every request still queued after the connection closed.
+func (c *Conn) failPending() {
+	for {
+		select {
+		case cl := <-c.pending:
+			c.finish(cl, result{err: c.closeErr}, 0)
+		default:
+			return
+		}
+	}
+}
+
+func (c *Conn) observe(req kmsg.Request, written, read int, start time.Time, err error) {
+	if c.cfg.Observer != nil {
+		c.cfg.Observer.Request(c.addr, c.nodeID, req.Key(), written, read, time.Since(start), err)
+	}
+}
+
+// Observer receives connection events for metrics. Implementations must be
+// fast and must not block: they run on the connection's goroutines.
+type Observer interface {
+	Connected(addr string, nodeID int32, dialTime time.Duration, err error)
+	Disconnected(addr string, nodeID int32, err error)
+	Request(addr string, nodeID int32, key int16, written, read int, latency time.Duration, err error)
+	Throttled(addr string, nodeID int32, d time.Duration)
+}
+
+func (cfg *Config) logger() *slog.Logger {
+	if cfg.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return cfg.Logger
+}

@@ -1,0 +1,58 @@
+package conn
+
+import (
+	"fmt"
+
+	"github.com/riffle-go/riffle/internal/errs"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+const maxKey = 128
+
+// Versions is the outcome of ApiVersions negotiation: per API key, the
+// highest version both the broker and this client support.
+type Versions struct {
+	known [maxKey]bool
+	min   [maxKey]int16
+	max   [maxKey]int16
+	caps  map[int16]int16
+}
+
+func newVersions(resp *kmsg.ApiVersionsResponse, caps map[int16]int16) Versions {
+	var v Versions
+	v.caps = caps
+	for _, k := range resp.ApiKeys {
+		if k.ApiKey < 0 || int(k.ApiKey) >= maxKey || k.MaxVersion < k.MinVersion {
+			continue
+		}
+		v.known[k.ApiKey] = true
+		v.min[k.ApiKey] = k.MinVersion
+		v.max[k.ApiKey] = k.MaxVersion
+	}
+	return v
+}
+
+// Max returns the version to use for key given our own maximum, and false
+// when there is none both sides support.
+func (v *Versions) Max(key, ours int16) (int16, bool) {
+	if key < 0 || int(key) >= maxKey || !v.known[key] {
+		return 0, false
+	}
+	if c, ok := v.caps[key]; ok && c < ours {
+		ours = c
+	}
+	use := min(ours, v.max[key])
+	if use < v.min[key] {
+		return 0, false
+	}
+	return use, true
+}
+
+// Pick returns the version to send req at: min(our max, broker max).
+func (v *Versions) Pick(req kmsg.Request) (int16, error) {
+	use, ok := v.Max(req.Key(), req.MaxVersion())
+	if !ok {
+		return 0, fmt.Errorf("%s: %w", kmsg.NameForKey(req.Key()), errs.ErrUnsupported)
+	}
+	return use, nil
+}

@@ -1,0 +1,66 @@
+// Package errs holds the client's error sentinels and classification. The
+// root package re-exports them, so users match them with errors.Is without
+// importing anything internal.
+package errs
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"syscall"
+
+	"github.com/riffle-go/riffle/internal/kafkaerr"
+)
+
+var (
+	// ErrClientClosed: the client was closed while the call was waiting.
+	ErrClientClosed = errors.New("riffle: client closed")
+	// ErrConnClosed: the connection died with the request in flight; the
+	// outcome is unknown, so the request may or may not have been applied.
+	ErrConnClosed = errors.New("riffle: connection closed")
+	// ErrRequestTimeout: the broker did not answer within the request
+	// timeout; the connection was closed because it may be wedged.
+	ErrRequestTimeout = errors.New("riffle: request timed out")
+	// ErrMalformed: the broker sent bytes that are not a valid response
+	// (oversized frame, truncated body, wrong correlation id, undecodable).
+	ErrMalformed = errors.New("riffle: malformed response")
+	// ErrAuth: authentication failed; retrying with the same credentials
+	// cannot help.
+	ErrAuth = errors.New("riffle: authentication failed")
+	// ErrUnreachable: no broker could be reached; the error also carries
+	// an *UnreachableError listing every address and cause.
+	ErrUnreachable = errors.New("riffle: no broker reachable")
+	// ErrUnknownTopic: the topic does not exist (after the retry budget).
+	ErrUnknownTopic = errors.New("riffle: unknown topic")
+	// ErrUnsupported: the broker does not support a request the client
+	// needs at any version both understand.
+	ErrUnsupported = errors.New("riffle: unsupported by broker")
+	// ErrConfig: the configuration is invalid.
+	ErrConfig = errors.New("riffle: invalid configuration")
+)
+
+// IsRetriable reports whether retrying err (on the same or a new
+// connection) may succeed.
+func IsRetriable(err error) bool {
+	if err == nil {
+		return false
+	}
+	switch {
+	case errors.Is(err, ErrAuth), errors.Is(err, ErrConfig), errors.Is(err, ErrClientClosed),
+		errors.Is(err, ErrUnsupported), errors.Is(err, ErrUnknownTopic), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return false
+	case errors.Is(err, ErrConnClosed), errors.Is(err, ErrRequestTimeout), errors.Is(err, ErrMalformed), errors.Is(err, ErrUnreachable):
+		return true
+	}
+	var ke *kafkaerr.Error
+	if errors.As(err, &ke) {
+		return ke.Retriable
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return true
+	}
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, net.ErrClosed)
+}

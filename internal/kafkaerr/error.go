@@ -1,0 +1,59 @@
+package kafkaerr
+
+import "fmt"
+
+type entry struct {
+	name      string
+	retriable bool
+	desc      string
+}
+
+// Error is an error code returned by a Kafka broker.
+//
+// Errors compare equal with errors.Is when their codes match, so a wrapped
+// *Error from a response matches the package-level value for its code.
+type Error struct {
+	Code        int16
+	Name        string
+	Retriable   bool
+	Description string
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("%s (%d): %s", e.Name, e.Code, e.Description)
+}
+
+// Is reports whether target is a Kafka error with the same code.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code
+}
+
+var cache = func() map[int16]*Error {
+	m := make(map[int16]*Error, len(table))
+	for code, en := range table {
+		m[code] = &Error{Code: code, Name: en.name, Retriable: en.retriable, Description: en.desc}
+	}
+	return m
+}()
+
+// ForCode returns the error for a Kafka error code, nil for 0. Codes this
+// table does not know (newer brokers) get an error naming the number rather
+// than being folded into UNKNOWN_SERVER_ERROR, so logs stay truthful.
+func ForCode(code int16) error {
+	if code == 0 {
+		return nil
+	}
+	if e, ok := cache[code]; ok {
+		return e
+	}
+	return &Error{Code: code, Name: fmt.Sprintf("UNKNOWN_ERROR_CODE_%d", code), Description: "an error code this client does not know"}
+}
+
+// Typed is ForCode returning the concrete type; nil for 0.
+func Typed(code int16) *Error {
+	if code == 0 {
+		return nil
+	}
+	return ForCode(code).(*Error)
+}

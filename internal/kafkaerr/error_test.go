@@ -1,0 +1,31 @@
+package kafkaerr
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+)
+
+func TestForCode(t *testing.T) {
+	if ForCode(0) != nil {
+		t.Fatal("code 0 must be nil")
+	}
+	err := fmt.Errorf("produce to t[1]: %w", ForCode(NotLeaderForPartition))
+	if !errors.Is(err, ForCode(NotLeaderForPartition)) {
+		t.Fatal("wrapped error does not match its code")
+	}
+	if errors.Is(err, ForCode(UnknownTopicOrPartition)) {
+		t.Fatal("different codes must not match")
+	}
+	var ke *Error
+	if !errors.As(err, &ke) || !ke.Retriable || ke.Name != "NOT_LEADER_FOR_PARTITION" {
+		t.Fatalf("bad typed error %+v", ke)
+	}
+	if Typed(SaslAuthenticationFailed).Retriable {
+		t.Fatal("auth failure must not be retriable")
+	}
+	unknown := Typed(32000)
+	if unknown.Name != "UNKNOWN_ERROR_CODE_32000" || unknown.Retriable {
+		t.Fatalf("unexpected unknown code mapping %+v", unknown)
+	}
+}

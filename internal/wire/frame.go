@@ -1,0 +1,79 @@
+// Package wire moves Kafka frames: the 4-byte size prefix, request headers
+// and response headers around the kmsg bodies. It reads defensively: a
+// hostile size prefix is rejected before any allocation, and a body is read
+// in bounded chunks so a truncated frame never costs its claimed size.
+package wire
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/riffle-go/riffle/internal/errs"
+)
+
+// DefaultMaxFrame is the largest response frame accepted by default.
+const DefaultMaxFrame = 100 << 20
+
+// growChunk bounds how far a body buffer grows ahead of the bytes actually
+// received, so a frame that claims 90 MiB and sends 10 bytes costs 1 MiB.
+const growChunk = 1 << 20
+
+// FrameError describes why a frame was rejected. It matches errs.ErrMalformed.
+type FrameError struct {
+	Reason string
+	Size   int64
+}
+
+func (e *FrameError) Error() string {
+	if e.Size != 0 {
+		return fmt.Sprintf("malformed frame: %s (size %d)", e.Reason, e.Size)
+	}
+	return "malformed frame: " + e.Reason
+}
+
+// Unwrap makes a FrameError match errs.ErrMalformed.
+func (e *FrameError) Unwrap() error { return errs.ErrMalformed }
+
+// ReadFrame reads one size-prefixed frame from r into buf (reusing its
+// capacity) and returns the body. maxSize <= 0 means DefaultMaxFrame.
+// A clean EOF before the size prefix is returned as io.EOF.
+func ReadFrame(r io.Reader, maxSize int32, buf []byte) ([]byte, error) {
+	if maxSize <= 0 {
+		maxSize = DefaultMaxFrame
+	}
+	var hdr [4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, &FrameError{Reason: "truncated size prefix"}
+		}
+		return nil, err
+	}
+	size := int32(binary.BigEndian.Uint32(hdr[:]))
+	switch {
+	case size < 0:
+		return nil, &FrameError{Reason: "negative size prefix", Size: int64(size)}
+	case size > maxSize:
+		return nil, &FrameError{Reason: fmt.Sprintf("size prefix above the %d byte limit", maxSize), Size: int64(size)}
+	}
+	n := int(size)
+	buf = buf[:0]
+	for len(buf) < n {
+		want := min(n-len(buf), growChunk)
+		if cap(buf)-len(buf) < want {
+			nb := make([]byte, len(buf), len(buf)+max(want, min(n-len(buf), cap(buf))))
+			copy(nb, buf)
+			buf = nb
+		}
+		start := len(buf)
+		buf = buf[:start+want]
+		if _, err := io.ReadFull(r, buf[start:]); err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+				return nil, &FrameError{Reason: "truncated body", Size: int64(size)}
+			}
+			return nil, err
+		}
+	}
+	return buf, nil
+}

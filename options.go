@@ -1,0 +1,213 @@
+package riffle
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/riffle-go/riffle/internal/backoff"
+	"github.com/riffle-go/riffle/internal/errs"
+	"github.com/riffle-go/riffle/internal/sasl"
+)
+
+// Option configures a Client.
+type Option func(*clientConfig)
+
+type clientConfig struct {
+	seeds               []string
+	clientID            string
+	logger              *slog.Logger
+	hooks               []Hook
+	dial                func(ctx context.Context, network, addr string) (net.Conn, error)
+	dialTimeout         time.Duration
+	tls                 *tls.Config
+	sasl                sasl.Mechanism
+	requestTimeout      time.Duration
+	retryTimeout        time.Duration
+	retryBackoff        backoff.Policy
+	reconnectBackoff    backoff.Policy
+	dialStagger         time.Duration
+	idleTimeout         time.Duration
+	metadataMinAge      time.Duration
+	metadataMaxAge      time.Duration
+	maxResponseSize     int32
+	maxInflight         int
+	unknownTopicRetries int
+	maxVersions         map[int16]int16
+}
+
+func defaultClientConfig() clientConfig {
+	return clientConfig{
+		clientID:            "riffle",
+		dialTimeout:         10 * time.Second,
+		requestTimeout:      30 * time.Second,
+		retryTimeout:        30 * time.Second,
+		retryBackoff:        backoff.Policy{Base: 100 * time.Millisecond, Max: time.Second, Jitter: 0.2},
+		reconnectBackoff:    backoff.Policy{Base: 50 * time.Millisecond, Max: time.Second, Jitter: 0.2},
+		dialStagger:         300 * time.Millisecond,
+		idleTimeout:         30 * time.Second,
+		metadataMinAge:      100 * time.Millisecond,
+		metadataMaxAge:      5 * time.Minute,
+		maxResponseSize:     100 << 20,
+		maxInflight:         5,
+		unknownTopicRetries: 4,
+	}
+}
+
+func (c *clientConfig) validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{errs.ErrConfig}, args...)...)
+	}
+	switch {
+	case len(c.seeds) == 0:
+		return bad("no seed brokers (use SeedBrokers)")
+	case c.dialTimeout <= 0, c.requestTimeout <= 0, c.retryTimeout <= 0, c.idleTimeout <= 0,
+		c.dialStagger <= 0, c.metadataMinAge <= 0, c.metadataMaxAge <= 0:
+		return bad("durations must be positive")
+	case c.metadataMinAge > c.metadataMaxAge:
+		return bad("metadata min age %v above max age %v", c.metadataMinAge, c.metadataMaxAge)
+	case c.maxResponseSize < 1<<10:
+		return bad("max response size %d below 1 KiB", c.maxResponseSize)
+	case c.maxInflight < 1:
+		return bad("max in-flight requests per connection must be at least 1")
+	case c.unknownTopicRetries < 1:
+		return bad("unknown topic retries must be at least 1")
+	case c.retryBackoff.Base <= 0 || c.retryBackoff.Max < c.retryBackoff.Base:
+		return bad("retry backoff must satisfy 0 < min <= max")
+	case c.reconnectBackoff.Base <= 0 || c.reconnectBackoff.Max < c.reconnectBackoff.Base:
+		return bad("reconnect backoff must satisfy 0 < min <= max")
+	}
+	for _, s := range c.seeds {
+		if _, _, err := net.SplitHostPort(s); err != nil {
+			return bad("seed %q is not host:port: %v", s, err)
+		}
+	}
+	return nil
+}
+
+// SeedBrokers sets the bootstrap addresses (host:port). They are kept for the
+// client's lifetime: used to bootstrap and whenever no known broker answers;
+// a failed seed backs off and is tried again, never discarded. Required.
+func SeedBrokers(addrs ...string) Option {
+	return func(c *clientConfig) { c.seeds = append(c.seeds, addrs...) }
+}
+
+// ClientID sets the client id sent with every request (default "riffle"),
+// which brokers use in logs and quotas.
+func ClientID(id string) Option { return func(c *clientConfig) { c.clientID = id } }
+
+// Logger sets the logger. Records carry broker, topic and partition as
+// attributes. Default: silent.
+func Logger(l *slog.Logger) Option { return func(c *clientConfig) { c.logger = l } }
+
+// WithHooks adds metric hooks. Each hook implements any of the hook
+// interfaces (BrokerConnectHook, BrokerDisconnectHook, BrokerRequestHook,
+// BrokerThrottleHook); others are ignored.
+func WithHooks(hooks ...Hook) Option {
+	return func(c *clientConfig) { c.hooks = append(c.hooks, hooks...) }
+}
+
+// Dialer replaces the TCP dialer, for proxies or tests. The function must
+// honour ctx.
+func Dialer(fn func(ctx context.Context, network, addr string) (net.Conn, error)) Option {
+	return func(c *clientConfig) { c.dial = fn }
+}
+
+// DialTimeout bounds one connection attempt, handshake included
+// (default 10 s).
+func DialTimeout(d time.Duration) Option { return func(c *clientConfig) { c.dialTimeout = d } }
+
+// DialTLS enables TLS with cfg (cloned per connection; ServerName defaults
+// to the broker host). Set cfg.Certificates for client certificates.
+func DialTLS(cfg *tls.Config) Option { return func(c *clientConfig) { c.tls = cfg } }
+
+// SASL enables SASL authentication with m (see SASLPlain, SASLScramSHA256,
+// SASLScramSHA512).
+func SASL(m SASLMechanism) Option { return func(c *clientConfig) { c.sasl = m.m } }
+
+// RequestTimeout is how long a broker may take to answer a request before
+// the connection is considered wedged and closed (default 30 s, as Java's
+// request.timeout.ms). Long polls add their own wait on top.
+func RequestTimeout(d time.Duration) Option { return func(c *clientConfig) { c.requestTimeout = d } }
+
+// RetryTimeout bounds the retries of one operation, on top of its context
+// (default 30 s).
+func RetryTimeout(d time.Duration) Option { return func(c *clientConfig) { c.retryTimeout = d } }
+
+// RetryBackoff sets the exponential backoff between retries (default 100 ms
+// to 1 s with 20% jitter, KIP-580).
+func RetryBackoff(minDelay, maxDelay time.Duration) Option {
+	return func(c *clientConfig) { c.retryBackoff = backoff.Policy{Base: minDelay, Max: maxDelay, Jitter: 0.2} }
+}
+
+// ReconnectBackoff sets the per-address backoff after failed connection
+// attempts (default 50 ms to 1 s with 20% jitter).
+func ReconnectBackoff(minDelay, maxDelay time.Duration) Option {
+	return func(c *clientConfig) { c.reconnectBackoff = backoff.Policy{Base: minDelay, Max: maxDelay, Jitter: 0.2} }
+}
+
+// DialStagger is the happy-eyeballs delay: when any broker will do, the next
+// candidate is dialed after this long without an answer, or at once when
+// the previous attempt fails (default 300 ms).
+func DialStagger(d time.Duration) Option { return func(c *clientConfig) { c.dialStagger = d } }
+
+// ConnIdleTimeout closes connections unused for this long (default 30 s).
+func ConnIdleTimeout(d time.Duration) Option { return func(c *clientConfig) { c.idleTimeout = d } }
+
+// MetadataMinAge is the minimum time between two metadata refreshes, which
+// bounds how hard a storm of leader errors hits the cluster (default 100 ms).
+func MetadataMinAge(d time.Duration) Option { return func(c *clientConfig) { c.metadataMinAge = d } }
+
+// MetadataMaxAge refreshes metadata periodically even without errors
+// (default 5 min, as Java's metadata.max.age.ms).
+func MetadataMaxAge(d time.Duration) Option { return func(c *clientConfig) { c.metadataMaxAge = d } }
+
+// MaxResponseSize rejects (and closes the connection on) any response frame
+// larger than n bytes (default 100 MiB).
+func MaxResponseSize(n int32) Option { return func(c *clientConfig) { c.maxResponseSize = n } }
+
+// MaxInflightPerConn caps pipelined requests per connection (default 5).
+func MaxInflightPerConn(n int) Option { return func(c *clientConfig) { c.maxInflight = n } }
+
+// UnknownTopicRetries is how many metadata refreshes must report a topic
+// as unknown before calls fail with ErrUnknownTopic (default 4).
+func UnknownTopicRetries(n int) Option { return func(c *clientConfig) { c.unknownTopicRetries = n } }
+
+// MaxVersions caps the protocol version used for an API key, e.g. to
+// emulate an older client. Versions are otherwise min(ours, broker's).
+func MaxVersions(apiKey, version int16) Option {
+	return func(c *clientConfig) {
+		if c.maxVersions == nil {
+			c.maxVersions = map[int16]int16{}
+		}
+		c.maxVersions[apiKey] = version
+	}
+}
+
+// SASLMechanism is a SASL mechanism with its credentials. Printing it never
+// shows the password.
+type SASLMechanism struct{ m sasl.Mechanism }
+
+// String names the mechanism without credentials.
+func (m SASLMechanism) String() string {
+	if m.m == nil {
+		return "<none>"
+	}
+	return m.m.Name()
+}
+
+// SASLPlain is SASL/PLAIN. Use it only over TLS: the password travels as is.
+func SASLPlain(user, pass string) SASLMechanism { return SASLMechanism{sasl.Plain(user, pass)} }
+
+// SASLScramSHA256 is SASL/SCRAM-SHA-256 (RFC 7677).
+func SASLScramSHA256(user, pass string) SASLMechanism {
+	return SASLMechanism{sasl.ScramSHA256(user, pass)}
+}
+
+// SASLScramSHA512 is SASL/SCRAM-SHA-512.
+func SASLScramSHA512(user, pass string) SASLMechanism {
+	return SASLMechanism{sasl.ScramSHA512(user, pass)}
+}
