@@ -49,7 +49,7 @@ func NewClient(opts ...Option) (*Client, error) {
 		MaxFrame:        cfg.maxResponseSize,
 		MaxInflight:     cfg.maxInflight,
 		RequestTimeout:  cfg.requestTimeout,
-		MaxVersions:     cfg.maxVersions,
+		MaxVersions:     versionCaps(cfg.maxVersions),
 		Logger:          log,
 	}
 	if o := newHookObserver(cfg.hooks); o != nil {
@@ -118,4 +118,17 @@ func brokersOf(s *cluster.Snapshot) []BrokerMetadata {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].NodeID < out[j].NodeID })
 	return out
+}
+
+// versionCaps are the highest versions Riffle speaks for keys whose newer
+// versions change semantics it does not implement yet: Produce v13 and
+// Fetch v13 address topics by id only. User caps apply on top.
+func versionCaps(user map[int16]int16) map[int16]int16 {
+	caps := map[int16]int16{0: 12, 1: 12}
+	for k, v := range user {
+		if c, ok := caps[k]; !ok || v < c {
+			caps[k] = v
+		}
+	}
+	return caps
 }

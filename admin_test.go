@@ -1,0 +1,205 @@
+package riffle
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func TestAdminTopics(t *testing.T) {
+	fake := newFake(t, kfake.NumBrokers(3))
+	cl := newTestClient(t, SeedBrokers(fake.ListenAddrs()[0]))
+	adm := cl.Admin()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	res, err := adm.CreateTopics(ctx,
+		TopicSpec{Name: "a", Partitions: 3, ReplicationFactor: 1, Configs: map[string]string{"cleanup.policy": "compact"}},
+		TopicSpec{Name: "b", Partitions: 2},
+	)
+	if err != nil || res.Err() != nil {
+		t.Fatalf("create: %v %v", err, res.Err())
+	}
+	// Creating again fails per topic, typed; the other topic's result
+	// is independent.
+	res, err = adm.CreateTopics(ctx, TopicSpec{Name: "a", Partitions: 1}, TopicSpec{Name: "c", Partitions: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 2 || !errors.Is(res[0].Err, ErrTopicAlreadyExists) || res[1].Err != nil {
+		t.Fatalf("per-topic results wrong: %+v", res)
+	}
+	if !errors.Is(res.Err(), ErrTopicAlreadyExists) {
+		t.Fatalf("joined error %v", res.Err())
+	}
+
+	topics, err := adm.ListTopics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]TopicDetail{}
+	for _, td := range topics {
+		byName[td.Name] = td
+	}
+	if len(byName["a"].Partitions) != 3 || len(byName["b"].Partitions) != 2 || len(byName["c"].Partitions) != 1 {
+		t.Fatalf("listed topics %+v", topics)
+	}
+	for _, p := range byName["a"].Partitions {
+		if p.Leader < 0 || len(p.Replicas) == 0 {
+			t.Fatalf("partition without leader: %+v", p)
+		}
+	}
+	// Listing a missing topic reports it per topic.
+	listed, err := adm.ListTopics(ctx, "nope")
+	if err != nil || len(listed) != 1 || !errors.Is(listed[0].Err, ErrUnknownTopicOrPartition) {
+		t.Fatalf("missing topic listing: %+v %v", listed, err)
+	}
+
+	res, err = adm.CreatePartitions(ctx, 4, "b")
+	if err != nil || res.Err() != nil {
+		t.Fatalf("create partitions: %v %v", err, res.Err())
+	}
+	res, err = adm.CreatePartitions(ctx, 1, "b")
+	if err != nil || !errors.Is(res[0].Err, ErrInvalidPartitions) {
+		t.Fatalf("shrinking partitions must fail per topic: %+v %v", res, err)
+	}
+	listed, err = adm.ListTopics(ctx, "b")
+	if err != nil || len(listed[0].Partitions) != 4 {
+		t.Fatalf("after create partitions: %+v %v", listed, err)
+	}
+
+	cfgs, err := adm.DescribeTopicConfigs(ctx, "a")
+	if err != nil || cfgs[0].Err != nil {
+		t.Fatalf("describe configs: %v %v", err, cfgs)
+	}
+	if v := configValue(cfgs[0], "cleanup.policy"); v != "compact" {
+		t.Fatalf("cleanup.policy = %q", v)
+	}
+	retention := "12345"
+	res, err = adm.AlterTopicConfigs(ctx, AlterConfig{Topic: "a", Name: "retention.ms", Value: &retention})
+	if err != nil || res.Err() != nil {
+		t.Fatalf("alter: %v %v", err, res.Err())
+	}
+	cfgs, _ = adm.DescribeTopicConfigs(ctx, "a")
+	if v := configValue(cfgs[0], "retention.ms"); v != retention {
+		t.Fatalf("retention.ms = %q after alter", v)
+	}
+
+	res, err = adm.DeleteTopics(ctx, "a", "nope")
+	if err != nil || res[0].Err != nil || !errors.Is(res[1].Err, ErrUnknownTopicOrPartition) {
+		t.Fatalf("delete: %+v %v", res, err)
+	}
+
+	info, err := adm.DescribeCluster(ctx)
+	if err != nil || len(info.Brokers) != 3 || info.Controller < 0 {
+		t.Fatalf("describe cluster: %+v %v", info, err)
+	}
+}
+
+func configValue(tc TopicConfigs, name string) string {
+	for _, c := range tc.Configs {
+		if c.Name == name && c.Value != nil {
+			return *c.Value
+		}
+	}
+	return ""
+}
+
+func TestAdminListOffsets(t *testing.T) {
+	fake := newFake(t, kfake.NumBrokers(2), kfake.SeedTopics(2, "t"))
+	cl := newTestClient(t, SeedBrokers(fake.ListenAddrs()...))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	// Write 3 records to partition 0 with a raw produce (the producer
+	// comes later), at known timestamps.
+	tm, err := cl.cl.Topic(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	produceRaw(t, ctx, cl, tm.Partitions[0].Leader, "t", 0, []int64{1000, 2000, 3000})
+
+	check := func(ts int64, want0, want1 int64) {
+		t.Helper()
+		offs, err := cl.Admin().ListOffsets(ctx, ts, "t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[int32]int64{}
+		for _, o := range offs {
+			if o.Err != nil {
+				t.Fatalf("partition %d: %v", o.Partition, o.Err)
+			}
+			got[o.Partition] = o.Offset
+		}
+		if got[0] != want0 || got[1] != want1 {
+			t.Fatalf("ts %d: offsets %v, want [%d %d]", ts, got, want0, want1)
+		}
+	}
+	check(OffsetEarliest, 0, 0)
+	check(OffsetLatest, 3, 0)
+	check(1500, 1, -1)
+
+	// After the leader moves, ListOffsets follows.
+	cur := fake.LeaderFor("t", 0)
+	if err := fake.MoveTopicPartition("t", 0, (cur+1)%2); err != nil {
+		t.Fatal(err)
+	}
+	check(OffsetLatest, 3, 0)
+
+	if _, err := cl.Admin().ListOffsets(ctx, OffsetLatest, "missing-topic"); !errors.Is(err, ErrUnknownTopic) {
+		t.Fatalf("want ErrUnknownTopic, got %v", err)
+	}
+}
+
+// produceRaw writes an uncompressed record batch with kmsg's structs so
+// admin tests do not depend on the producer.
+func produceRaw(t *testing.T, ctx context.Context, cl *Client, leader int32, topic string, partition int32, timestamps []int64) {
+	t.Helper()
+	rb := kmsg.RecordBatch{
+		PartitionLeaderEpoch: -1,
+		Magic:                2,
+		FirstTimestamp:       timestamps[0],
+		MaxTimestamp:         timestamps[len(timestamps)-1],
+		ProducerID:           -1,
+		ProducerEpoch:        -1,
+		FirstSequence:        -1,
+		NumRecords:           int32(len(timestamps)),
+		LastOffsetDelta:      int32(len(timestamps) - 1),
+	}
+	var recs []byte
+	for i, ts := range timestamps {
+		r := kmsg.Record{TimestampDelta64: ts - timestamps[0], OffsetDelta: int32(i), Value: []byte("v")}
+		r.Length = int32(len(r.AppendTo(nil)) - 1) // body size; the zero length took one byte
+		recs = r.AppendTo(recs)
+	}
+	rb.Records = recs
+	raw := rb.AppendTo(nil)
+	rb.Length = int32(len(raw) - 12)
+	raw = rb.AppendTo(nil)
+	rb.CRC = int32(crc32c(raw[21:]))
+	raw = rb.AppendTo(nil)
+
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks = -1
+	req.TimeoutMillis = 5000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Partition = partition
+	rp.Records = raw
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := cl.cl.Request(ctx, leader, 1, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr := resp.(*kmsg.ProduceResponse)
+	if code := pr.Topics[0].Partitions[0].ErrorCode; code != 0 {
+		t.Fatalf("produce: %v", KafkaErrorForCode(code))
+	}
+}
