@@ -1,0 +1,38 @@
+package riffle
+
+import (
+	"time"
+
+	"github.com/riffle-go/riffle/internal/batch"
+)
+
+// Record is a Kafka record. To produce, set Topic, Value and optionally
+// Key, Headers and Timestamp; the producer fills in Partition (unless the
+// ManualPartitioner is used, which reads it), Offset and, for a zero
+// Timestamp, the time it was produced.
+//
+// A nil Key is a null key (records without a key are spread by the
+// partitioner), distinct from an empty key. A nil Value is a null value:
+// a tombstone on compacted topics.
+type Record struct {
+	Topic     string
+	Partition int32
+	Key       []byte
+	Value     []byte
+	Headers   []Header
+	Timestamp time.Time
+	// Offset is set when the record was written (or consumed). It is -1
+	// for acks=0, where the broker does not say.
+	Offset int64
+}
+
+// Header is a record header. A nil Value is a null header value.
+type Header = batch.Header
+
+func (r *Record) size() int {
+	n := len(r.Key) + len(r.Value)
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return n
+}
