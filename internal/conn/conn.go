@@ -10,6 +10,7 @@
 package conn
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -127,21 +128,55 @@ func (c *Conn) closeWith(err error) {
 // or ctx ends; in the last case the response is still read and dropped so
 // the connection stays usable.
 func (c *Conn) Request(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	p, err := c.Send(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return p.Wait(ctx)
+}
+
+// Pending is a request written to the connection whose response has not
+// been consumed yet.
+type Pending struct {
+	c  *Conn
+	cl *call // nil when no response is expected (acks=0 produce)
+}
+
+// Send writes req (at the negotiated version) and returns without waiting
+// for the response. Requests sent by one goroutine reach the broker in the
+// order of its Send calls, and their responses come back in that order.
+// Send blocks while the connection has MaxInflight requests outstanding.
+func (c *Conn) Send(ctx context.Context, req kmsg.Request) (*Pending, error) {
 	v, err := c.vers.Pick(req)
 	if err != nil {
 		return nil, fmt.Errorf("broker %s: %w", c.addr, err)
 	}
 	req.SetVersion(v)
-	body, start, err := c.do(ctx, req)
-	if err != nil || body == nil {
+	cl, err := c.send(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return &Pending{c: c, cl: cl}, nil
+}
+
+// Wait waits for the response. If ctx ends first, Wait returns ctx's error
+// and the response is read and dropped when it arrives. A nil response with
+// a nil error means the request expects none (acks=0 produce).
+func (p *Pending) Wait(ctx context.Context) (kmsg.Response, error) {
+	if p.cl == nil {
+		return nil, nil
+	}
+	c, req := p.c, p.cl.req
+	body, err := c.wait(ctx, p.cl)
+	if err != nil {
 		return nil, err
 	}
 	resp := req.ResponseKind()
-	resp.SetVersion(v)
+	resp.SetVersion(req.GetVersion())
 	if err := parse(resp, body); err != nil {
-		err = fmt.Errorf("broker %s: %s v%d: %w: %v", c.addr, kmsg.NameForKey(req.Key()), v, errs.ErrMalformed, err)
+		err = fmt.Errorf("broker %s: %s v%d: %w: %v", c.addr, kmsg.NameForKey(req.Key()), req.GetVersion(), errs.ErrMalformed, err)
 		c.closeWith(err)
-		c.observe(req, 0, len(body), start, err)
+		c.observe(req, 0, len(body), p.cl.start, err)
 		return nil, err
 	}
 	if tr, ok := resp.(kmsg.ThrottleResponse); ok {
@@ -171,20 +206,19 @@ func parse(resp kmsg.Response, body []byte) (err error) {
 	return resp.ReadFrom(body)
 }
 
-// do writes req (version already set) and waits for the raw response body.
-// A nil body with a nil error means the request expects no response
-// (produce with acks=0).
-func (c *Conn) do(ctx context.Context, req kmsg.Request) ([]byte, time.Time, error) {
+// send writes req (version already set) and returns its call, or nil for a
+// request that expects no response (produce with acks=0).
+func (c *Conn) send(ctx context.Context, req kmsg.Request) (*call, error) {
 	if c.draining.Load() {
-		return nil, time.Time{}, fmt.Errorf("broker %s: %w (retired)", c.addr, errs.ErrConnClosed)
+		return nil, fmt.Errorf("broker %s: %w (retired)", c.addr, errs.ErrConnClosed)
 	}
 	frame := c.cfg.formatter().Append(make([]byte, 0, 256), req)
 	select {
 	case c.sem <- struct{}{}:
 	case <-ctx.Done():
-		return nil, time.Time{}, ctx.Err()
+		return nil, ctx.Err()
 	case <-c.closed:
-		return nil, time.Time{}, c.closeErr
+		return nil, c.closeErr
 	}
 	noResponse := false
 	if p, ok := req.(*kmsg.ProduceRequest); ok && p.Acks == 0 {
@@ -203,12 +237,12 @@ func (c *Conn) do(ctx context.Context, req kmsg.Request) ([]byte, time.Time, err
 			t.Stop()
 			c.wmu.Unlock()
 			c.release()
-			return nil, time.Time{}, ctx.Err()
+			return nil, ctx.Err()
 		case <-c.closed:
 			t.Stop()
 			c.wmu.Unlock()
 			c.release()
-			return nil, time.Time{}, c.closeErr
+			return nil, c.closeErr
 		}
 	}
 	c.nextID++
@@ -224,7 +258,7 @@ func (c *Conn) do(ctx context.Context, req kmsg.Request) ([]byte, time.Time, err
 		case <-c.closed:
 			c.wmu.Unlock()
 			c.release()
-			return nil, time.Time{}, c.closeErr
+			return nil, c.closeErr
 		}
 	}
 	wd := cl.deadline
@@ -243,29 +277,35 @@ func (c *Conn) do(ctx context.Context, req kmsg.Request) ([]byte, time.Time, err
 		c.release()
 		c.observe(req, len(frame), 0, cl.start, werr)
 		if werr != nil {
-			return nil, cl.start, c.closeErr
+			return nil, c.closeErr
 		}
-		return nil, cl.start, nil
+		return nil, nil
 	}
+	return cl, nil
+}
+
+// wait waits for cl's raw response body.
+func (c *Conn) wait(ctx context.Context, cl *call) ([]byte, error) {
 	select {
 	case r := <-cl.done:
-		return r.body, cl.start, r.err
+		return r.body, r.err
 	case <-c.closed:
 		// The reader may have exited before it saw this call; finish is
 		// idempotent, so whichever side gets there first answers.
 		c.finish(cl, result{err: c.closeErr}, 0)
 		r := <-cl.done
-		return r.body, cl.start, r.err
+		return r.body, r.err
 	case <-ctx.Done():
 		// The reader still consumes and discards the response.
-		return nil, cl.start, ctx.Err()
+		return nil, ctx.Err()
 	}
 }
 
 func (c *Conn) release() {
-	<-c.sem
 	c.touch()
-	if c.inflight.Add(-1) == 0 && c.draining.Load() {
+	n := c.inflight.Add(-1)
+	<-c.sem
+	if n == 0 && c.draining.Load() {
 		c.closeWith(fmt.Errorf("broker %s: %w (retired)", c.addr, errs.ErrConnClosed))
 	}
 }
@@ -328,8 +368,10 @@ func (c *Conn) readLoop() {
 		}
 		// The body is handed to the caller, so it cannot be reused. Copy
 		// small responses into an exact-size slice and keep the big buffer.
+		// The copy of an empty body must stay non-nil: a nil body means
+		// "no response expected" to Request.
 		if cap(body) > 64<<10 && len(rest) < cap(body)/4 {
-			rest = append([]byte(nil), rest...)
+			rest = bytes.Clone(rest)
 			buf = body
 		} else {
 			buf = nil
@@ -342,9 +384,11 @@ func (c *Conn) finish(cl *call, r result, read int) {
 	if !cl.finished.CompareAndSwap(false, true) {
 		return
 	}
-	cl.done <- r
+	// Account before answering: once the caller has its response, the
+	// request is no longer in flight and has been observed.
 	c.observe(cl.req, cl.written, read, cl.start, r.err)
 	c.release()
+	cl.done <- r
 }
 
 // failPending fails every request still queued after the connection closed.

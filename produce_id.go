@@ -1,0 +1,189 @@
+package riffle
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/riffle-go/riffle/internal/kafkaerr"
+	"github.com/riffle-go/riffle/internal/producer"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+var nowFn = time.Now
+
+// idState is the producer id and epoch shared by all partitions, and the
+// epoch-bump protocol: once a partition asks for a bump, no partition pins
+// new sequences; when every partition is quiesced (nothing outstanding, no
+// unknown outcome), idLoop bumps the epoch and restarts every partition's
+// sequences at 0.
+type idState struct {
+	mu      sync.Mutex
+	id      producer.Identity
+	ready   bool
+	bumping bool
+	stopErr error
+	wake    chan struct{}
+}
+
+// current returns the identity to pin with (nil if none yet) and whether a
+// bump is pending.
+func (s *idState) current() (*producer.Identity, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.ready {
+		s.poke()
+		return nil, s.bumping
+	}
+	id := s.id
+	return &id, s.bumping
+}
+
+func (s *idState) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *idState) stop(err error) {
+	s.mu.Lock()
+	if s.stopErr == nil {
+		s.stopErr = err
+	}
+	s.mu.Unlock()
+}
+
+func (s *idState) stopped() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stopErr
+}
+
+func (p *Producer) requestBump() {
+	p.id.mu.Lock()
+	p.id.bumping = true
+	p.id.mu.Unlock()
+	p.id.poke()
+}
+
+// idLoop obtains the producer id and performs epoch bumps.
+func (p *Producer) idLoop() {
+	if !p.cfg.idempotent {
+		// Non-idempotent produce never pins: mark ready with no id.
+		p.id.mu.Lock()
+		p.id.ready = true
+		p.id.id = producer.Identity{ID: -1, Epoch: -1}
+		p.id.mu.Unlock()
+	}
+	for {
+		select {
+		case <-p.ctx.Done():
+			return
+		case <-p.id.wake:
+		}
+		p.id.mu.Lock()
+		ready, bumping, cur := p.id.ready, p.id.bumping, p.id.id
+		p.id.mu.Unlock()
+		switch {
+		case !ready:
+			id, err := p.initProducerID(nil)
+			if err != nil {
+				if p.ctx.Err() == nil {
+					p.c.log.Warn("InitProducerId failed; retrying", "err", err)
+					p.sleep(p.c.cfg.retryBackoff.Max)
+					p.id.poke()
+				}
+				continue
+			}
+			p.id.mu.Lock()
+			p.id.id, p.id.ready = id, true
+			p.id.mu.Unlock()
+			p.wakeAll()
+		case bumping && p.allQuiesced():
+			if !p.cfg.idempotent {
+				p.resetAll(cur)
+				continue
+			}
+			id, err := p.initProducerID(&cur)
+			if err != nil {
+				if p.ctx.Err() == nil {
+					p.c.log.Warn("producer epoch bump failed; retrying", "err", err)
+					p.sleep(p.c.cfg.retryBackoff.Max)
+					p.id.poke()
+				}
+				continue
+			}
+			p.c.log.Info("producer epoch bumped", "producer_id", id.ID, "epoch", id.Epoch)
+			p.resetAll(id)
+		}
+	}
+}
+
+func (p *Producer) sleep(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-p.ctx.Done():
+	}
+}
+
+func (p *Producer) allQuiesced() bool {
+	for _, ts := range *p.topics.Load() {
+		for _, part := range ts.partitions() {
+			part.mu.Lock()
+			q := part.seq.Quiesced()
+			part.mu.Unlock()
+			if !q {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// resetAll installs a new identity and restarts every partition's
+// sequences. Safe because every partition is quiesced and, while bumping,
+// none pins or sends anything but unknown-outcome batches (there are none).
+func (p *Producer) resetAll(id producer.Identity) {
+	for _, ts := range *p.topics.Load() {
+		for _, part := range ts.partitions() {
+			part.mu.Lock()
+			part.seq.Reset()
+			part.mu.Unlock()
+		}
+	}
+	p.id.mu.Lock()
+	p.id.id, p.id.bumping = id, false
+	p.id.mu.Unlock()
+	p.wakeAll()
+}
+
+// initProducerID asks for a producer id. With cur (KIP-360, InitProducerId
+// v3+) the broker bumps cur's epoch, fencing requests of the old epoch;
+// older brokers hand out a new id instead, which is just as safe for an
+// idempotent producer.
+func (p *Producer) initProducerID(cur *producer.Identity) (producer.Identity, error) {
+	req := kmsg.NewPtrInitProducerIDRequest()
+	req.TransactionTimeoutMillis = 60000
+	req.ProducerID, req.ProducerEpoch = -1, -1
+	if cur != nil {
+		req.ProducerID, req.ProducerEpoch = cur.ID, cur.Epoch
+	}
+	ctx, cancel := context.WithTimeout(p.ctx, p.c.cfg.retryTimeout)
+	defer cancel()
+	resp, err := p.cl.RequestAny(ctx, req)
+	if err != nil {
+		return producer.Identity{}, err
+	}
+	r := resp.(*kmsg.InitProducerIDResponse)
+	if r.ErrorCode != 0 {
+		if cur != nil && req.GetVersion() < 3 {
+			return p.initProducerID(nil)
+		}
+		return producer.Identity{}, fmt.Errorf("InitProducerId: %w", kafkaerr.ForCode(r.ErrorCode))
+	}
+	return producer.Identity{ID: r.ProducerID, Epoch: r.ProducerEpoch}, nil
+}

@@ -1,0 +1,250 @@
+package riffle
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/riffle-go/riffle/internal/batch"
+	"github.com/riffle-go/riffle/internal/producer"
+)
+
+// partState is one partition of the producer: its open batch and the
+// sequence state machine of its sealed batches. Its lock is its own; no
+// other partition ever waits for it (compression happens under it).
+type partState struct {
+	p     *Producer
+	topic *topicState
+	id    int32
+
+	mu        sync.Mutex
+	bld       *batch.Builder
+	open      []pendingRecord
+	openSince time.Time
+	linger    *time.Timer
+	seq       *producer.Partition
+	retries   int
+	backoff   time.Time // no sends before this
+	wakeTimer *time.Timer
+	failed    error // set by failAll; later appends fail at once
+}
+
+func newPartState(p *Producer, t *topicState, id int32) *partState {
+	return &partState{
+		p: p, topic: t, id: id,
+		seq: producer.NewPartition(p.cfg.maxInflight, p.cfg.idempotent),
+	}
+}
+
+// append adds a record to the open batch, sealing it when full, when the
+// producer lingers 0, or for synchronous produce.
+func (s *partState) append(br *batch.Record, pr pendingRecord, sync bool) {
+	s.mu.Lock()
+	if s.failed != nil {
+		s.mu.Unlock()
+		s.p.buf.release(int64(pr.size), 1)
+		pr.fn(pr.rec, s.failed)
+		return
+	}
+	if s.bld == nil {
+		s.bld = batch.NewBuilder(batch.BuilderOptions{MaxBytes: s.topic.maxBatch})
+	}
+	var bad []*pbatch
+	if !s.bld.Add(br) {
+		// Full: seal what we have and start a new batch with this record.
+		bad = append(bad, s.sealLocked())
+		if !s.bld.Add(br) {
+			s.mu.Unlock()
+			s.failBad(bad)
+			s.p.buf.release(int64(pr.size), 1)
+			pr.fn(pr.rec, fmt.Errorf("%s[%d]: %w", s.topic.name, s.id, ErrRecordTooLarge))
+			return
+		}
+	}
+	if len(s.open) == 0 {
+		s.openSince = time.Now()
+	}
+	s.open = append(s.open, pr)
+	switch {
+	case sync || s.p.cfg.linger == 0 || s.bld.Size() >= s.topic.maxBatch:
+		bad = append(bad, s.sealLocked())
+	case len(s.open) == 1:
+		if s.linger == nil {
+			s.linger = time.AfterFunc(s.p.cfg.linger, s.lingerExpired)
+		} else {
+			s.linger.Reset(s.p.cfg.linger)
+		}
+	}
+	s.mu.Unlock()
+	s.failBad(bad)
+}
+
+func (s *partState) lingerExpired() {
+	s.mu.Lock()
+	var bad *pbatch
+	if len(s.open) > 0 && time.Since(s.openSince) >= s.p.cfg.linger-time.Millisecond {
+		bad = s.sealLocked()
+	}
+	s.mu.Unlock()
+	s.failBad([]*pbatch{bad})
+}
+
+// flush seals the open batch now.
+func (s *partState) flush() {
+	s.mu.Lock()
+	bad := s.sealLocked()
+	s.mu.Unlock()
+	s.failBad([]*pbatch{bad})
+}
+
+// failBad fails batches whose sealing failed, outside the lock (callbacks
+// may produce again).
+func (s *partState) failBad(bad []*pbatch) {
+	for _, b := range bad {
+		if b != nil {
+			s.p.finish(b, s.topic.name, s.id, -1, b.sealErr)
+		}
+	}
+}
+
+// sealLocked compresses the open batch, queues it in the sequence state
+// machine and wakes the sender of the partition's leader. It returns the
+// batch if sealing failed (the caller fails it after unlocking).
+func (s *partState) sealLocked() *pbatch {
+	if len(s.open) == 0 {
+		return nil
+	}
+	if s.linger != nil {
+		s.linger.Stop()
+	}
+	recs := s.open
+	s.open = nil
+	enc, err := s.bld.Finish(batch.Codec(s.p.cfg.compression))
+	s.bld.Reset()
+	b := &pbatch{recs: recs, created: s.openSince}
+	if err != nil {
+		// Compression failed: nothing was sent, fail the records.
+		b.sealErr = fmt.Errorf("%s[%d]: compressing batch: %w", s.topic.name, s.id, err)
+		return b
+	}
+	b.enc = enc
+	s.seq.Add(&producer.Batch{Records: int32(len(recs)), Payload: b})
+	s.wakeLocked()
+	return nil
+}
+
+// leader returns the partition's leader from the current metadata, or -1.
+func (s *partState) leader() int32 {
+	tm := s.p.cl.Snapshot().Topics[s.topic.name]
+	if tm == nil {
+		return -1
+	}
+	pm, ok := tm.Partition(s.id)
+	if !ok || pm.Err != nil {
+		return -1
+	}
+	return pm.Leader
+}
+
+// wakeLocked hands the partition to the sender of its leader if it has
+// something to send; with no leader it asks for metadata and retries.
+func (s *partState) wakeLocked() {
+	if !s.seq.HasSendable() || s.p.ctx.Err() != nil {
+		return
+	}
+	if wait := time.Until(s.backoff); wait > 0 {
+		s.scheduleWakeLocked(wait)
+		return
+	}
+	leader := s.leader()
+	if leader < 0 {
+		s.p.cl.TriggerMetadata()
+		s.scheduleWakeLocked(s.p.c.cfg.retryBackoff.Base)
+		return
+	}
+	s.p.sinkFor(leader).add(s)
+}
+
+func (s *partState) scheduleWakeLocked(d time.Duration) {
+	if s.wakeTimer == nil {
+		s.wakeTimer = time.AfterFunc(d, func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.wakeLocked()
+		})
+		return
+	}
+	s.wakeTimer.Reset(d)
+}
+
+// backoffLocked delays the partition's next send after a failure (KIP-580).
+func (s *partState) backoffLocked() {
+	s.retries++
+	s.backoff = time.Now().Add(s.p.c.cfg.retryBackoff.Delay(s.retries, rand.Float64()))
+}
+
+// failAll fails every buffered record of the partition (on Close).
+func (s *partState) failAll(ctxErr error) {
+	s.mu.Lock()
+	if s.linger != nil {
+		s.linger.Stop()
+	}
+	if s.wakeTimer != nil {
+		s.wakeTimer.Stop()
+	}
+	cause := ErrProducerClosed
+	if ctxErr != nil {
+		cause = fmt.Errorf("%w (%w)", ErrProducerClosed, ctxErr)
+	}
+	s.failed = cause
+	open := s.open
+	s.open = nil
+	batches := s.seq.TakeAll()
+	s.mu.Unlock()
+	if len(open) > 0 {
+		s.p.finish(&pbatch{recs: open}, s.topic.name, s.id, -1, fmt.Errorf("%s[%d]: %w: never sent", s.topic.name, s.id, cause))
+	}
+	for _, b := range batches {
+		err := fmt.Errorf("%s[%d]: %w: never sent", s.topic.name, s.id, cause)
+		if b.Attempts > 0 {
+			err = fmt.Errorf("%s[%d]: %w: outcome unknown, the batch was sent %d times", s.topic.name, s.id, cause, b.Attempts)
+		}
+		s.p.finish(b.Payload.(*pbatch), s.topic.name, s.id, -1, err)
+	}
+}
+
+// expire fails batches past the delivery timeout where that is safe.
+func (s *partState) expire(now time.Time) {
+	s.mu.Lock()
+	out, needBump := s.seq.Expire(func(b *producer.Batch) bool {
+		return now.Sub(b.Payload.(*pbatch).created) > s.p.cfg.deliveryTimeout
+	})
+	s.mu.Unlock()
+	for _, b := range out {
+		s.p.finish(b.Payload.(*pbatch), s.topic.name, s.id, -1,
+			fmt.Errorf("%s[%d]: %w (%v) after %d attempts", s.topic.name, s.id, ErrDeliveryTimeout, s.p.cfg.deliveryTimeout, b.Attempts))
+	}
+	if needBump {
+		s.p.requestBump()
+	}
+}
+
+// expireLoop enforces the delivery timeout.
+func (p *Producer) expireLoop() {
+	every := min(p.cfg.deliveryTimeout/10, time.Second)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.ctx.Done():
+			return
+		case now := <-t.C:
+			for _, ts := range *p.topics.Load() {
+				for _, part := range ts.partitions() {
+					part.expire(now)
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,314 @@
+package riffle
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/riffle-go/riffle/internal/cluster"
+	"github.com/riffle-go/riffle/internal/conn"
+	"github.com/riffle-go/riffle/internal/kafkaerr"
+	"github.com/riffle-go/riffle/internal/producer"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// sink sends produce requests to one broker. Its loop writes requests in
+// order on the broker's produce connection; its handler reads the answers
+// in the same order, so each partition's responses are handled in send
+// order by construction.
+type sink struct {
+	p    *Producer
+	node int32
+
+	mu    sync.Mutex
+	ready map[*partState]struct{}
+	wake  chan struct{}
+
+	inflight chan *sentReq // FIFO from loop to handler
+}
+
+// sentReq is one produce request on the wire and what it carried.
+type sentReq struct {
+	pend    *conn.Pending
+	sendErr error
+	cn      *conn.Conn
+	items   []sentItem
+}
+
+type sentItem struct {
+	part  *partState
+	b     *producer.Batch
+	epoch uint64
+}
+
+func (p *Producer) sinkFor(node int32) *sink {
+	p.sinksMu.Lock()
+	defer p.sinksMu.Unlock()
+	s, ok := p.sinks[node]
+	if ok {
+		return s
+	}
+	s = &sink{
+		p: p, node: node,
+		ready:    map[*partState]struct{}{},
+		wake:     make(chan struct{}, 1),
+		inflight: make(chan *sentReq, p.c.cfg.maxInflight),
+	}
+	p.sinks[node] = s
+	if p.ctx.Err() == nil {
+		p.goOwned(s.loop)
+		p.goOwned(s.handle)
+	}
+	return s
+}
+
+// add marks a partition as having something to send.
+func (s *sink) add(part *partState) {
+	s.mu.Lock()
+	s.ready[part] = struct{}{}
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *sink) stopTimers() {}
+
+func (s *sink) loop() {
+	defer close(s.inflight)
+	for {
+		select {
+		case <-s.p.ctx.Done():
+			return
+		case <-s.wake:
+		}
+		for s.sendOnce() {
+			if s.p.ctx.Err() != nil {
+				return
+			}
+		}
+	}
+}
+
+// sendOnce builds and writes one request from the ready partitions (one
+// batch per partition, as brokers require). It returns true if it sent
+// something, so the loop tries again for pipelined batches.
+func (s *sink) sendOnce() bool {
+	s.mu.Lock()
+	parts := make([]*partState, 0, len(s.ready))
+	for part := range s.ready {
+		parts = append(parts, part)
+	}
+	clear(s.ready)
+	s.mu.Unlock()
+	if len(parts) == 0 {
+		return false
+	}
+	id, bumping := s.p.id.current()
+	var items []sentItem
+	size := 0
+	for _, part := range parts {
+		part.mu.Lock()
+		if size >= s.p.cfg.maxRequestBytes {
+			part.mu.Unlock()
+			s.add(part) // next request
+			continue
+		}
+		if part.leader() != s.node {
+			// The leader moved: the partition goes to its new sink; its
+			// state machine holds it back until requests here drain.
+			part.wakeLocked()
+			part.mu.Unlock()
+			continue
+		}
+		if part.backoff.After(nowFn()) {
+			part.wakeLocked()
+			part.mu.Unlock()
+			continue
+		}
+		b, epoch := part.seq.Next(s.node, id, bumping)
+		if b != nil {
+			pb := b.Payload.(*pbatch)
+			if s.p.cfg.idempotent {
+				pb.enc.SetProducer(b.ID.ID, b.ID.Epoch, b.Seq)
+			}
+			items = append(items, sentItem{part, b, epoch})
+			size += len(pb.enc.Bytes())
+		}
+		part.mu.Unlock()
+	}
+	if len(items) == 0 {
+		return false
+	}
+	req := s.p.buildRequest(items)
+	sr := &sentReq{items: items}
+	cn, err := s.p.cl.Conn(s.p.ctx, s.node, cluster.ClassProduce)
+	if err == nil {
+		sr.cn = cn
+		sr.pend, err = cn.Send(s.p.ctx, req)
+	}
+	sr.sendErr = err
+	select {
+	case s.inflight <- sr:
+	case <-s.p.ctx.Done():
+		return false
+	}
+	// Partitions with more batches can pipeline (the state machine says
+	// whether): offer them again.
+	for _, it := range items {
+		it.part.mu.Lock()
+		if it.part.seq.HasSendable() {
+			s.add(it.part)
+		}
+		it.part.mu.Unlock()
+	}
+	return true
+}
+
+func (p *Producer) buildRequest(items []sentItem) *kmsg.ProduceRequest {
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks = int16(p.cfg.acks)
+	req.TimeoutMillis = int32(p.cfg.produceTimeout.Milliseconds())
+	idx := map[string]int{}
+	for _, it := range items {
+		name := it.part.topic.name
+		i, ok := idx[name]
+		if !ok {
+			i = len(req.Topics)
+			idx[name] = i
+			t := kmsg.NewProduceRequestTopic()
+			t.Topic = name
+			req.Topics = append(req.Topics, t)
+		}
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition = it.part.id
+		rp.Records = it.b.Payload.(*pbatch).enc.Bytes()
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+	}
+	return req
+}
+
+// handle processes responses in send order.
+func (s *sink) handle() {
+	for sr := range s.inflight {
+		var resp kmsg.Response
+		err := sr.sendErr
+		if err == nil {
+			resp, err = sr.pend.Wait(s.p.ctx)
+		}
+		var pr *kmsg.ProduceResponse
+		if err == nil && resp != nil {
+			pr = resp.(*kmsg.ProduceResponse)
+		}
+		if err != nil {
+			s.p.cl.TriggerMetadata()
+		}
+		for _, it := range sr.items {
+			s.p.complete(s.node, it, pr, err)
+		}
+	}
+}
+
+// complete applies one partition's result to its state machine and acts
+// on the answer.
+func (p *Producer) complete(node int32, it sentItem, pr *kmsg.ProduceResponse, reqErr error) {
+	part := it.part
+	outcome, baseOffset, logStart, perr := classify(part, pr, reqErr, p.cfg.acks)
+	part.mu.Lock()
+	res := part.seq.Done(it.b, it.epoch, outcome, baseOffset, logStart)
+	if res.Completed != nil {
+		part.retries = 0
+	}
+	if res.Rewound {
+		part.backoffLocked()
+		if outcome == producer.Retry || outcome == producer.Unknown {
+			p.cl.TriggerMetadata()
+		}
+	}
+	part.wakeLocked()
+	part.mu.Unlock()
+
+	name := part.topic.name
+	switch {
+	case res.Completed != nil:
+		pb := res.Completed.Payload.(*pbatch)
+		for _, h := range p.written {
+			h.OnBatchWritten(BrokerInfo{NodeID: node}, name, part.id, len(pb.recs), len(pb.enc.Bytes()))
+		}
+		p.finish(pb, name, part.id, baseOffset, nil)
+	case res.Failed != nil && res.DataLoss:
+		err := fmt.Errorf("%s[%d]: %w: %w", name, part.id, ErrDataLoss, perr)
+		for _, h := range p.dataLoss {
+			h.OnDataLoss(name, part.id, err)
+		}
+		if p.cfg.stopOnDataLoss {
+			p.id.stop(err)
+		}
+		p.finish(res.Failed.Payload.(*pbatch), name, part.id, -1, err)
+	case res.Failed != nil:
+		p.finish(res.Failed.Payload.(*pbatch), name, part.id, -1, fmt.Errorf("%s[%d]: %w", name, part.id, perr))
+	}
+	if res.NeedBump {
+		p.requestBump()
+	} else if _, bumping := p.id.current(); bumping {
+		p.id.poke()
+	}
+}
+
+// classify maps a partition's produce result to a state machine outcome.
+func classify(part *partState, pr *kmsg.ProduceResponse, reqErr error, acks Acks) (producer.Outcome, int64, int64, error) {
+	if reqErr != nil {
+		// The request may or may not have been written.
+		return producer.Unknown, -1, -1, reqErr
+	}
+	if pr == nil {
+		if acks == AcksNone {
+			return producer.OK, -1, -1, nil
+		}
+		return producer.Unknown, -1, -1, errors.New("empty produce response")
+	}
+	for _, t := range pr.Topics {
+		if t.Topic != part.topic.name {
+			continue
+		}
+		for _, rp := range t.Partitions {
+			if rp.Partition != part.id {
+				continue
+			}
+			err := kafkaerr.ForCode(rp.ErrorCode)
+			switch rp.ErrorCode {
+			case 0, kafkaerr.DuplicateSequenceNumber:
+				return producer.OK, rp.BaseOffset, rp.LogStartOffset, nil
+			case kafkaerr.OutOfOrderSequenceNumber:
+				return producer.OutOfOrder, -1, rp.LogStartOffset, err
+			case kafkaerr.UnknownProducerID:
+				return producer.UnknownProducer, -1, rp.LogStartOffset, err
+			case kafkaerr.InvalidProducerEpoch:
+				return producer.InvalidEpoch, -1, rp.LogStartOffset, err
+			case kafkaerr.RequestTimedOut, kafkaerr.NotEnoughReplicasAfterAppend, kafkaerr.NetworkException:
+				return producer.Unknown, -1, rp.LogStartOffset, err
+			}
+			if kafkaerr.Typed(rp.ErrorCode).Retriable && rp.ErrorCode != kafkaerr.CorruptMessage {
+				return producer.Retry, -1, rp.LogStartOffset, err
+			}
+			if rp.ErrorMessage != nil && *rp.ErrorMessage != "" {
+				err = fmt.Errorf("%w: %s", err, *rp.ErrorMessage)
+			}
+			return producer.Fatal, -1, rp.LogStartOffset, err
+		}
+	}
+	return producer.Unknown, -1, -1, fmt.Errorf("%w: produce response lacks %s[%d]", ErrMalformedResponse, part.topic.name, part.id)
+}
+
+// wakeAll offers every partition with queued batches to its sender.
+func (p *Producer) wakeAll() {
+	for _, ts := range *p.topics.Load() {
+		for _, part := range ts.partitions() {
+			part.mu.Lock()
+			part.wakeLocked()
+			part.mu.Unlock()
+		}
+	}
+}
+

@@ -1,0 +1,477 @@
+package riffle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/riffle-go/riffle/internal/batch"
+	"github.com/riffle-go/riffle/internal/cluster"
+	"github.com/riffle-go/riffle/internal/errs"
+)
+
+// Producer errors. Every record's callback receives nil or an error that
+// matches one of these, a Kafka error (errors.Is with the Err* values), or
+// a client error such as ErrUnknownTopic.
+var (
+	// ErrProducerClosed: the producer was closed before the record's
+	// outcome was known. For a record that may have been sent, the
+	// message says its outcome is unknown.
+	ErrProducerClosed = errors.New("riffle: producer closed")
+	// ErrRecordTooLarge: the record cannot fit in a batch; the error
+	// names the limit.
+	ErrRecordTooLarge = batch.ErrRecordTooLarge
+	// ErrBufferFull: the buffer was full and FailFast is set.
+	ErrBufferFull = errors.New("riffle: producer buffer full")
+	// ErrDataLoss: the broker's sequence checks showed that records may
+	// have been lost (OUT_OF_ORDER_SEQUENCE_NUMBER or UNKNOWN_PRODUCER_ID
+	// without log truncation). The records carrying it were not written.
+	ErrDataLoss = errors.New("riffle: idempotent producer detected possible data loss")
+	// ErrDeliveryTimeout: the record was not sent within DeliveryTimeout
+	// (it was never written).
+	ErrDeliveryTimeout = errors.New("riffle: delivery timeout expired")
+	// ErrInvalidPartition: the record's partition does not exist.
+	ErrInvalidPartition = errors.New("riffle: partition out of range")
+)
+
+// Producer writes records to Kafka. It is idempotent by default: however
+// many goroutines produce at once, with retries, broker faults and up to 5
+// requests in flight per partition, the broker sees each partition's
+// records once, in the order they were produced.
+//
+// Records are batched per partition (Linger, MaxBatchBytes), compressed on
+// the producing goroutine, and sent by one sender per broker with up to 5
+// requests in flight per partition. Every record's callback fires exactly
+// once, with nil or the error that stopped it.
+type Producer struct {
+	c   *Client
+	cl  *cluster.Cluster
+	cfg producerConfig
+
+	ctx    context.Context // cancelled when Close gives up or finishes
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	closed atomic.Bool
+	buf    limiter
+
+	topicsMu sync.Mutex
+	topics   atomic.Pointer[map[string]*topicState]
+
+	sinksMu sync.Mutex
+	sinks   map[int32]*sink
+
+	id idState
+
+	dataLoss []DataLossHook
+	written  []BatchWrittenHook
+}
+
+// NewProducer returns a producer using the client's connections. Invalid
+// or contradictory options (idempotence with acks=1, more than 5 in flight)
+// fail with ErrInvalidConfig.
+func NewProducer(c *Client, opts ...ProducerOption) (*Producer, error) {
+	cfg := defaultProducerConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := cfg.validate(c.cfg.requestTimeout); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &Producer{
+		c: c, cl: c.cl, cfg: cfg, ctx: ctx, cancel: cancel,
+		sinks: map[int32]*sink{},
+	}
+	p.buf.init(cfg.maxBufferedBytes, cfg.maxBufferedRecords)
+	empty := map[string]*topicState{}
+	p.topics.Store(&empty)
+	p.id.wake = make(chan struct{}, 1)
+	for _, h := range cfg.hooks {
+		if x, ok := h.(DataLossHook); ok {
+			p.dataLoss = append(p.dataLoss, x)
+		}
+		if x, ok := h.(BatchWrittenHook); ok {
+			p.written = append(p.written, x)
+		}
+	}
+	p.goOwned(p.idLoop)
+	p.goOwned(p.expireLoop)
+	return p, nil
+}
+
+func (p *Producer) goOwned(fn func()) {
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		fn()
+	}()
+}
+
+// pendingRecord is a buffered record and its callback.
+type pendingRecord struct {
+	rec  *Record
+	fn   func(*Record, error)
+	size int
+}
+
+// pbatch is the payload of a sealed batch in the sequence state machine.
+type pbatch struct {
+	enc     *batch.Encoded
+	recs    []pendingRecord
+	created time.Time
+	done    atomic.Bool // callbacks fired
+	sealErr error
+}
+
+// Produce buffers rec for sending and calls fn exactly once with the
+// outcome (fn may be nil). It blocks only while the buffer is full (see
+// MaxBufferedBytes, FailFast) or the topic's metadata is first looked up,
+// and returns when ctx ends; in that case fn is called with ctx's error.
+// After the record is written, rec.Partition and rec.Offset are set.
+// The producer reads rec's fields until fn is called; do not modify them.
+func (p *Producer) Produce(ctx context.Context, rec *Record, fn func(*Record, error)) {
+	p.produce(ctx, rec, fn, false)
+}
+
+func (p *Producer) produce(ctx context.Context, rec *Record, fn func(*Record, error), sync bool) {
+	if fn == nil {
+		fn = func(*Record, error) {}
+	}
+	if p.closed.Load() {
+		fn(rec, ErrProducerClosed)
+		return
+	}
+	if err := p.id.stopped(); err != nil {
+		fn(rec, err)
+		return
+	}
+	if rec.Topic == "" {
+		fn(rec, fmt.Errorf("%w: producer: record without a topic", errs.ErrConfig))
+		return
+	}
+	if rec.Timestamp.IsZero() {
+		rec.Timestamp = time.Now()
+	}
+	br := toBatchRecord(rec)
+	if err := batch.CheckSize(&br, p.cfg.maxBatchBytes); err != nil {
+		fn(rec, fmt.Errorf("topic %s: %w (MaxBatchBytes %d)", rec.Topic, err, p.cfg.maxBatchBytes))
+		return
+	}
+	size := rec.size()
+	if err := p.buf.acquire(ctx, int64(size), p.cfg.failFast); err != nil {
+		fn(rec, err)
+		return
+	}
+	release := func() { p.buf.release(int64(size), 1) }
+	ts, err := p.topic(ctx, rec.Topic)
+	if err != nil {
+		release()
+		fn(rec, err)
+		return
+	}
+	if err := batch.CheckSize(&br, ts.maxBatch); err != nil {
+		release()
+		fn(rec, fmt.Errorf("topic %s: %w (max.message.bytes %d)", rec.Topic, err, ts.maxBatch))
+		return
+	}
+	part, err := ts.pick(p, rec)
+	if err != nil {
+		release()
+		fn(rec, err)
+		return
+	}
+	part.append(&br, pendingRecord{rec: rec, fn: fn, size: size}, sync)
+}
+
+// ProduceSync produces recs and waits for all of them; it does not wait for
+// linger. It returns nil if every record was written, otherwise the
+// records' errors joined (each names its topic and partition). If ctx ends
+// first, it returns ctx's error; the records' outcomes still arrive later
+// (they are not cancelled).
+func (p *Producer) ProduceSync(ctx context.Context, recs ...*Record) error {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var all []error
+	wg.Add(len(recs))
+	for _, r := range recs {
+		p.produce(ctx, r, func(r *Record, err error) {
+			if err != nil {
+				mu.Lock()
+				all = append(all, fmt.Errorf("%s[%d]: %w", r.Topic, r.Partition, err))
+				mu.Unlock()
+			}
+			wg.Done()
+		}, true)
+	}
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return errors.Join(all...)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Flush sends every buffered record without waiting for linger and waits
+// until every record produced before Flush returns has its outcome, or ctx
+// ends.
+func (p *Producer) Flush(ctx context.Context) error {
+	for {
+		for _, ts := range *p.topics.Load() {
+			for _, part := range ts.partitions() {
+				part.flush()
+			}
+		}
+		ch, empty := p.buf.emptyCh()
+		if empty {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Close flushes, then stops the producer. Records that have no outcome when
+// ctx ends fail with ErrProducerClosed (saying whether they may have been
+// written). Every callback has fired when Close returns, and every
+// goroutine of the producer has stopped. Close does not close the Client.
+func (p *Producer) Close(ctx context.Context) error {
+	if p.closed.Swap(true) {
+		p.wg.Wait()
+		return nil
+	}
+	ferr := p.Flush(ctx)
+	p.cancel()
+	p.wg.Wait()
+	for _, ts := range *p.topics.Load() {
+		for _, part := range ts.partitions() {
+			part.failAll(ctx.Err())
+		}
+	}
+	p.sinksMu.Lock()
+	sinks := p.sinks
+	p.sinks = map[int32]*sink{}
+	p.sinksMu.Unlock()
+	for _, s := range sinks {
+		s.stopTimers()
+	}
+	if ferr != nil {
+		return fmt.Errorf("producer closed before every record was delivered: %w", ferr)
+	}
+	return nil
+}
+
+func toBatchRecord(r *Record) batch.Record {
+	return batch.Record{Key: r.Key, Value: r.Value, Headers: r.Headers, Timestamp: r.Timestamp.UnixMilli()}
+}
+
+// topicState is a topic's partitioner and partitions.
+type topicState struct {
+	name     string
+	maxBatch int
+
+	mu    sync.Mutex // guards tp and parts growth
+	tp    TopicPartitioner
+	parts atomic.Pointer[[]*partState]
+}
+
+func (t *topicState) partitions() []*partState {
+	if ps := t.parts.Load(); ps != nil {
+		return *ps
+	}
+	return nil
+}
+
+// topic returns the topic's state, looking the topic up on first use.
+func (p *Producer) topic(ctx context.Context, name string) (*topicState, error) {
+	if ts, ok := (*p.topics.Load())[name]; ok {
+		ts.grow(p)
+		return ts, nil
+	}
+	tm, err := p.cl.Topic(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	maxBatch := p.cfg.maxBatchBytes
+	if mmb := p.topicMaxMessageBytes(ctx, name); mmb > 0 && mmb < maxBatch {
+		maxBatch = mmb
+	}
+	p.topicsMu.Lock()
+	defer p.topicsMu.Unlock()
+	cur := *p.topics.Load()
+	if ts, ok := cur[name]; ok {
+		return ts, nil
+	}
+	ts := &topicState{name: name, maxBatch: maxBatch, tp: p.cfg.partitioner.ForTopic(name)}
+	parts := make([]*partState, len(tm.Partitions))
+	for i := range parts {
+		parts[i] = newPartState(p, ts, int32(i))
+	}
+	ts.parts.Store(&parts)
+	next := make(map[string]*topicState, len(cur)+1)
+	for k, v := range cur {
+		next[k] = v
+	}
+	next[name] = ts
+	p.topics.Store(&next)
+	return ts, nil
+}
+
+// topicMaxMessageBytes reads the topic's max.message.bytes, so batches
+// never exceed what the broker accepts. Best effort: 0 if unknown.
+func (p *Producer) topicMaxMessageBytes(ctx context.Context, topic string) int {
+	cfgs, err := p.c.Admin().DescribeTopicConfigs(ctx, topic)
+	if err != nil || len(cfgs) != 1 || cfgs[0].Err != nil {
+		return 0
+	}
+	for _, c := range cfgs[0].Configs {
+		if c.Name == "max.message.bytes" && c.Value != nil {
+			n, err := strconv.Atoi(*c.Value)
+			if err == nil && n > 0 {
+				return n
+			}
+		}
+	}
+	return 0
+}
+
+// grow adds partitions the metadata shows beyond those known.
+func (t *topicState) grow(p *Producer) {
+	tm := p.cl.Snapshot().Topics[t.name]
+	if tm == nil || len(tm.Partitions) <= len(t.partitions()) {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	cur := t.partitions()
+	if len(tm.Partitions) <= len(cur) {
+		return
+	}
+	next := append([]*partState(nil), cur...)
+	for i := len(cur); i < len(tm.Partitions); i++ {
+		next = append(next, newPartState(p, t, int32(i)))
+	}
+	t.parts.Store(&next)
+}
+
+// pick chooses rec's partition.
+func (t *topicState) pick(p *Producer, rec *Record) (*partState, error) {
+	parts := t.partitions()
+	n := len(parts)
+	if isManual(p.cfg.partitioner) {
+		if rec.Partition < 0 || int(rec.Partition) >= n {
+			return nil, fmt.Errorf("%w: %s[%d] (topic has %d partitions)", ErrInvalidPartition, t.name, rec.Partition, n)
+		}
+		return parts[rec.Partition], nil
+	}
+	t.mu.Lock()
+	i := t.tp.Partition(rec, n)
+	t.mu.Unlock()
+	if i < 0 || i >= n {
+		return nil, fmt.Errorf("%w: partitioner chose %s[%d] (topic has %d partitions)", ErrInvalidPartition, t.name, i, n)
+	}
+	rec.Partition = int32(i)
+	return parts[i], nil
+}
+
+// limiter bounds buffered bytes and records. Waiters block on a channel
+// that is replaced on every release, so they can also watch a context.
+type limiter struct {
+	mu            sync.Mutex
+	bytes, recs   int64
+	maxB, maxR    int64
+	changed       chan struct{}
+	emptyWaiters  chan struct{}
+}
+
+func (l *limiter) init(maxB, maxR int64) {
+	l.maxB, l.maxR = maxB, maxR
+	l.changed = make(chan struct{})
+}
+
+func (l *limiter) acquire(ctx context.Context, n int64, failFast bool) error {
+	for {
+		l.mu.Lock()
+		// A record larger than the whole buffer is admitted alone, so it
+		// can never wait forever.
+		if (l.bytes+n <= l.maxB || l.bytes == 0) && l.recs < l.maxR {
+			l.bytes += n
+			l.recs++
+			l.mu.Unlock()
+			return nil
+		}
+		ch := l.changed
+		l.mu.Unlock()
+		if failFast {
+			return ErrBufferFull
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for producer buffer space: %w", ctx.Err())
+		}
+	}
+}
+
+func (l *limiter) release(n, recs int64) {
+	l.mu.Lock()
+	l.bytes -= n
+	l.recs -= recs
+	close(l.changed)
+	l.changed = make(chan struct{})
+	if l.recs == 0 && l.emptyWaiters != nil {
+		close(l.emptyWaiters)
+		l.emptyWaiters = nil
+	}
+	l.mu.Unlock()
+}
+
+// emptyCh returns a channel closed when nothing is buffered, or empty=true
+// if that is already the case.
+func (l *limiter) emptyCh() (<-chan struct{}, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.recs == 0 {
+		return nil, true
+	}
+	if l.emptyWaiters == nil {
+		l.emptyWaiters = make(chan struct{})
+	}
+	return l.emptyWaiters, false
+}
+
+// finish fires the callbacks of a batch exactly once.
+func (p *Producer) finish(b *pbatch, topic string, partition int32, baseOffset int64, err error) {
+	if b.done.Swap(true) {
+		return
+	}
+	var bytes int64
+	for i, pr := range b.recs {
+		pr.rec.Partition = partition
+		if err == nil {
+			if baseOffset >= 0 {
+				pr.rec.Offset = baseOffset + int64(i)
+			} else {
+				pr.rec.Offset = -1
+			}
+		}
+		bytes += int64(pr.size)
+	}
+	for _, pr := range b.recs {
+		pr.fn(pr.rec, err)
+	}
+	p.buf.release(bytes, int64(len(b.recs)))
+}
+

@@ -1,0 +1,199 @@
+package riffle
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/riffle-go/riffle/internal/batch"
+	"github.com/riffle-go/riffle/internal/errs"
+)
+
+// Acks is how many replicas must have a record before the broker answers.
+type Acks int16
+
+// Acknowledgement levels.
+const (
+	// AcksAll waits for every in-sync replica (Java acks=all, -1). The
+	// default, and required by idempotence.
+	AcksAll Acks = -1
+	// AcksLeader waits for the leader only (acks=1). Needs
+	// DisableIdempotence.
+	AcksLeader Acks = 1
+	// AcksNone does not wait at all (acks=0): the broker sends no answer
+	// and errors are not seen. Needs DisableIdempotence.
+	AcksNone Acks = 0
+)
+
+// Compression is a batch compression codec.
+type Compression int8
+
+// Codecs. Compression happens on the producing goroutine as a batch is
+// sealed, never on the connection writer.
+const (
+	CompressionNone   = Compression(batch.CodecNone)
+	CompressionGzip   = Compression(batch.CodecGzip)
+	CompressionSnappy = Compression(batch.CodecSnappy)
+	CompressionLZ4    = Compression(batch.CodecLZ4)
+	CompressionZstd   = Compression(batch.CodecZstd)
+)
+
+func (c Compression) String() string { return batch.Codec(c).String() }
+
+// ProducerOption configures a Producer.
+type ProducerOption func(*producerConfig)
+
+type producerConfig struct {
+	acks               Acks
+	idempotent         bool
+	linger             time.Duration
+	maxBatchBytes      int
+	maxBufferedBytes   int64
+	maxBufferedRecords int64
+	failFast           bool
+	compression        Compression
+	partitioner        Partitioner
+	deliveryTimeout    time.Duration
+	maxInflight        int
+	produceTimeout     time.Duration
+	stopOnDataLoss     bool
+	hooks              []ProducerHook
+	maxRequestBytes    int
+}
+
+func defaultProducerConfig() producerConfig {
+	return producerConfig{
+		acks:               AcksAll,
+		idempotent:         true,
+		linger:             5 * time.Millisecond,
+		maxBatchBytes:      1 << 20,
+		maxBufferedBytes:   32 << 20,
+		maxBufferedRecords: 1 << 20,
+		compression:        CompressionNone,
+		partitioner:        DefaultPartitioner(),
+		deliveryTimeout:    120 * time.Second,
+		maxInflight:        5,
+		produceTimeout:     30 * time.Second,
+		maxRequestBytes:    16 << 20,
+	}
+}
+
+func (c *producerConfig) validate(requestTimeout time.Duration) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: producer: "+format, append([]any{errs.ErrConfig}, args...)...)
+	}
+	switch {
+	case c.acks != AcksAll && c.acks != AcksLeader && c.acks != AcksNone:
+		return bad("acks %d is not -1 (all), 0 or 1", c.acks)
+	case c.idempotent && c.acks != AcksAll:
+		return bad("idempotence requires acks=all (got acks=%d); use DisableIdempotence for acks 0 or 1", c.acks)
+	case c.idempotent && (c.maxInflight < 1 || c.maxInflight > 5):
+		return bad("idempotence allows 1 to 5 requests in flight per partition (got %d): brokers remember 5 batches per producer", c.maxInflight)
+	case c.maxInflight < 1:
+		return bad("max in flight must be at least 1")
+	case c.linger < 0:
+		return bad("linger must not be negative")
+	case c.maxBatchBytes < 1<<10:
+		return bad("max batch bytes %d below 1 KiB", c.maxBatchBytes)
+	case c.maxBufferedBytes < int64(c.maxBatchBytes):
+		return bad("max buffered bytes %d below max batch bytes %d", c.maxBufferedBytes, c.maxBatchBytes)
+	case c.maxBufferedRecords < 1:
+		return bad("max buffered records must be at least 1")
+	case !batch.Codec(c.compression).Valid():
+		return bad("unknown compression %d", c.compression)
+	case c.partitioner == nil:
+		return bad("nil partitioner")
+	case c.deliveryTimeout <= 0 || c.produceTimeout <= 0:
+		return bad("timeouts must be positive")
+	case c.deliveryTimeout < c.linger+requestTimeout:
+		// Java's rule: a record must get at least one full attempt.
+		return bad("delivery timeout %v below linger + request timeout (%v)", c.deliveryTimeout, c.linger+requestTimeout)
+	}
+	return nil
+}
+
+// Acknowledgements sets acks (default AcksAll). AcksLeader and AcksNone
+// require DisableIdempotence: a contradiction is a construction error, not
+// a silent downgrade.
+func Acknowledgements(a Acks) ProducerOption { return func(c *producerConfig) { c.acks = a } }
+
+// DisableIdempotence turns off idempotent produce (on by default, KIP-679).
+// Without it, retries may duplicate or reorder records.
+func DisableIdempotence() ProducerOption { return func(c *producerConfig) { c.idempotent = false } }
+
+// Linger is how long a partition's batch may wait for more records before
+// it is sent (default 5 ms, as Kafka 4.0). Synchronous produce does not
+// wait for linger.
+func Linger(d time.Duration) ProducerOption { return func(c *producerConfig) { c.linger = d } }
+
+// MaxBatchBytes caps a batch's encoded size before compression (default
+// 1 MiB). It is lowered to the topic's max.message.bytes when that is
+// smaller. A record that cannot fit alone fails with ErrRecordTooLarge.
+func MaxBatchBytes(n int) ProducerOption { return func(c *producerConfig) { c.maxBatchBytes = n } }
+
+// MaxBufferedBytes caps the bytes of records produced but not yet
+// acknowledged (default 32 MiB, as Java's buffer.memory). When full,
+// Produce blocks until there is room or its context ends (see FailFast).
+func MaxBufferedBytes(n int64) ProducerOption { return func(c *producerConfig) { c.maxBufferedBytes = n } }
+
+// MaxBufferedRecords caps records produced but not yet acknowledged
+// (default 1,048,576).
+func MaxBufferedRecords(n int64) ProducerOption {
+	return func(c *producerConfig) { c.maxBufferedRecords = n }
+}
+
+// FailFast makes Produce fail with ErrBufferFull instead of blocking when
+// the buffer is full.
+func FailFast() ProducerOption { return func(c *producerConfig) { c.failFast = true } }
+
+// WithCompression sets the batch codec (default none).
+func WithCompression(codec Compression) ProducerOption {
+	return func(c *producerConfig) { c.compression = codec }
+}
+
+// WithPartitioner sets the partitioner (default DefaultPartitioner).
+func WithPartitioner(p Partitioner) ProducerOption { return func(c *producerConfig) { c.partitioner = p } }
+
+// DeliveryTimeout bounds the time from Produce to a record's outcome
+// (default 120 s, as Java's delivery.timeout.ms). It fails a record only
+// when that cannot cause a gap or a duplicate: a record whose request may
+// have been written waits for the outcome.
+func DeliveryTimeout(d time.Duration) ProducerOption {
+	return func(c *producerConfig) { c.deliveryTimeout = d }
+}
+
+// MaxInflightPerPartition caps produce requests in flight per partition
+// (default 5, the most idempotence allows).
+func MaxInflightPerPartition(n int) ProducerOption { return func(c *producerConfig) { c.maxInflight = n } }
+
+// ProduceRequestTimeout is the time the broker may wait for replicas before
+// answering a produce request (default 30 s).
+func ProduceRequestTimeout(d time.Duration) ProducerOption {
+	return func(c *producerConfig) { c.produceTimeout = d }
+}
+
+// StopOnDataLoss makes the producer fail every later record with the
+// data-loss error once data loss was detected, instead of continuing with
+// a fresh epoch (the default).
+func StopOnDataLoss() ProducerOption { return func(c *producerConfig) { c.stopOnDataLoss = true } }
+
+// WithProducerHooks adds producer hooks (DataLossHook, BatchWrittenHook).
+func WithProducerHooks(hooks ...ProducerHook) ProducerOption {
+	return func(c *producerConfig) { c.hooks = append(c.hooks, hooks...) }
+}
+
+// ProducerHook is any value implementing DataLossHook and/or
+// BatchWrittenHook. Hooks run on producer goroutines and must not block.
+type ProducerHook any
+
+// DataLossHook is told when the broker's sequence checks prove or cannot
+// rule out that records were lost (OUT_OF_ORDER_SEQUENCE_NUMBER or
+// UNKNOWN_PRODUCER_ID without log truncation). The affected records fail
+// with ErrDataLoss.
+type DataLossHook interface {
+	OnDataLoss(topic string, partition int32, err error)
+}
+
+// BatchWrittenHook is told about every batch the broker acknowledged.
+type BatchWrittenHook interface {
+	OnBatchWritten(b BrokerInfo, topic string, partition int32, records int, bytes int)
+}

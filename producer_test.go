@@ -1,0 +1,133 @@
+package riffle
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+func TestProduceRoundTrip(t *testing.T) {
+	for _, codec := range []Compression{CompressionNone, CompressionGzip, CompressionSnappy, CompressionLZ4, CompressionZstd} {
+		t.Run(codec.String(), func(t *testing.T) {
+			fake := newFake(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
+			cl := newTestClient(t, SeedBrokers(fake.ListenAddrs()...))
+			p, err := NewProducer(cl, WithCompression(codec), WithPartitioner(ManualPartitioner()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			ts := time.UnixMilli(1_700_000_000_123)
+			recs := []*Record{
+				{Topic: "t", Key: nil, Value: []byte("null key"), Timestamp: ts},
+				{Topic: "t", Key: []byte{}, Value: []byte("empty key"), Timestamp: ts},
+				{Topic: "t", Key: []byte("k"), Value: nil, Timestamp: ts}, // tombstone
+				{Topic: "t", Key: []byte("h"), Value: []byte("headers"), Timestamp: ts.Add(time.Second),
+					Headers: []Header{{Key: "a", Value: []byte("1")}, {Key: "b", Value: nil}}},
+			}
+			if err := p.ProduceSync(ctx, recs...); err != nil {
+				t.Fatal(err)
+			}
+			for i, r := range recs {
+				if r.Offset != int64(i) || r.Partition != 0 {
+					t.Fatalf("record %d: offset %d partition %d", i, r.Offset, r.Partition)
+				}
+			}
+			if err := p.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			got := readPartition(t, ctx, cl, "t", 0)
+			if len(got) != len(recs) {
+				t.Fatalf("read %d records, want %d", len(got), len(recs))
+			}
+			for i, r := range recs {
+				g := got[i]
+				if (g.Key == nil) != (r.Key == nil) || !bytes.Equal(g.Key, r.Key) {
+					t.Fatalf("record %d key %q (nil=%v), want %q (nil=%v)", i, g.Key, g.Key == nil, r.Key, r.Key == nil)
+				}
+				if (g.Value == nil) != (r.Value == nil) || !bytes.Equal(g.Value, r.Value) {
+					t.Fatalf("record %d value %q, want %q", i, g.Value, r.Value)
+				}
+				if g.Timestamp != r.Timestamp.UnixMilli() {
+					t.Fatalf("record %d timestamp %d, want %d", i, g.Timestamp, r.Timestamp.UnixMilli())
+				}
+				if len(g.Headers) != len(r.Headers) {
+					t.Fatalf("record %d headers %v", i, g.Headers)
+				}
+				for j, h := range r.Headers {
+					if g.Headers[j].Key != h.Key || !bytes.Equal(g.Headers[j].Value, h.Value) || (g.Headers[j].Value == nil) != (h.Value == nil) {
+						t.Fatalf("record %d header %d = %+v, want %+v", i, j, g.Headers[j], h)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestProduceAsyncManyPartitions(t *testing.T) {
+	fake := newFake(t, kfake.NumBrokers(3), kfake.SeedTopics(6, "t"))
+	cl := newTestClient(t, SeedBrokers(fake.ListenAddrs()...))
+	p, err := NewProducer(cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const n = 5000
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		r := &Record{Topic: "t", Key: []byte(fmt.Sprint(i % 50)), Value: []byte(fmt.Sprint(i))}
+		p.Produce(ctx, r, func(_ *Record, err error) { errs <- err })
+	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < n; i++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	total := 0
+	for part := int32(0); part < 6; part++ {
+		total += len(readPartition(t, ctx, cl, "t", part))
+	}
+	if total != n {
+		t.Fatalf("broker has %d records, want %d", total, n)
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestProducerInvalidConfig(t *testing.T) {
+	fake := newFake(t, kfake.NumBrokers(1))
+	cl := newTestClient(t, SeedBrokers(fake.ListenAddrs()...))
+	for name, opts := range map[string][]ProducerOption{
+		"acks1 idempotent": {Acknowledgements(AcksLeader)},
+		"acks0 idempotent": {Acknowledgements(AcksNone)},
+		"6 in flight":      {MaxInflightPerPartition(6)},
+		"tiny batch":       {MaxBatchBytes(10)},
+		"bad codec":        {WithCompression(Compression(9))},
+		"short delivery":   {DeliveryTimeout(time.Second)},
+	} {
+		if _, err := NewProducer(cl, opts...); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("%s: want ErrInvalidConfig, got %v", name, err)
+		}
+	}
+	for name, opts := range map[string][]ProducerOption{
+		"acks1": {DisableIdempotence(), Acknowledgements(AcksLeader)},
+		"acks0": {DisableIdempotence(), Acknowledgements(AcksNone)},
+	} {
+		p, err := NewProducer(cl, opts...)
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		p.Close(context.Background())
+	}
+}

@@ -1,0 +1,86 @@
+package riffle
+
+import (
+	"context"
+	"errors"
+	"io"
+	"testing"
+
+	"github.com/riffle-go/riffle/internal/batch"
+	"github.com/riffle-go/riffle/internal/cluster"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// readPartition reads every record of topic/partition from offset 0 to the
+// high watermark with raw fetches, independently of the consumer, so
+// producer tests check what the broker really stored.
+func readPartition(t testing.TB, ctx context.Context, cl *Client, topic string, partition int32) []batch.Record {
+	t.Helper()
+	var out []batch.Record
+	offset := int64(0)
+	for {
+		pm, err := cl.cl.Leader(ctx, topic, partition)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := kmsg.NewPtrFetchRequest()
+		req.ReplicaID = -1
+		req.MaxWaitMillis = 0
+		req.MaxBytes = 8 << 20
+		ft := kmsg.NewFetchRequestTopic()
+		ft.Topic = topic
+		fp := kmsg.NewFetchRequestTopicPartition()
+		fp.Partition = partition
+		fp.FetchOffset = offset
+		fp.PartitionMaxBytes = 8 << 20
+		fp.CurrentLeaderEpoch = -1
+		ft.Partitions = append(ft.Partitions, fp)
+		req.Topics = append(req.Topics, ft)
+		resp, err := cl.cl.Request(ctx, pm.Leader, cluster.ClassFetch, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fr := resp.(*kmsg.FetchResponse)
+		rp := fr.Topics[0].Partitions[0]
+		if rp.ErrorCode != 0 {
+			if errors.Is(KafkaErrorForCode(rp.ErrorCode), ErrNotLeaderForPartition) {
+				cl.cl.RefreshMetadata(ctx, true)
+				continue
+			}
+			t.Fatalf("fetch %s[%d]@%d: %v", topic, partition, offset, KafkaErrorForCode(rp.ErrorCode))
+		}
+		it := batch.NewIterator(rp.RecordBatches, batch.DecodeOptions{})
+		progressed := false
+		for {
+			b, err := it.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatalf("decode %s[%d]: %v", topic, partition, err)
+			}
+			if b.Control {
+				offset = b.LastOffset + 1
+				progressed = true
+				continue
+			}
+			recs, err := b.AppendRecords(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range recs {
+				if r.Offset >= offset {
+					out = append(out, r)
+				}
+			}
+			offset = b.LastOffset + 1
+			progressed = true
+		}
+		if offset >= rp.HighWatermark || !progressed {
+			if offset < rp.HighWatermark {
+				t.Fatalf("no progress at %s[%d]@%d (hw %d)", topic, partition, offset, rp.HighWatermark)
+			}
+			return out
+		}
+	}
+}
