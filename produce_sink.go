@@ -311,4 +311,3 @@ func (p *Producer) wakeAll() {
 		}
 	}
 }
-

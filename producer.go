@@ -389,11 +389,11 @@ func (t *topicState) pick(p *Producer, rec *Record) (*partState, error) {
 // limiter bounds buffered bytes and records. Waiters block on a channel
 // that is replaced on every release, so they can also watch a context.
 type limiter struct {
-	mu            sync.Mutex
-	bytes, recs   int64
-	maxB, maxR    int64
-	changed       chan struct{}
-	emptyWaiters  chan struct{}
+	mu           sync.Mutex
+	bytes, recs  int64
+	maxB, maxR   int64
+	changed      chan struct{}
+	emptyWaiters chan struct{}
 }
 
 func (l *limiter) init(maxB, maxR int64) {
@@ -474,4 +474,3 @@ func (p *Producer) finish(b *pbatch, topic string, partition int32, baseOffset i
 	}
 	p.buf.release(bytes, int64(len(b.recs)))
 }
-

@@ -133,7 +133,9 @@ func MaxBatchBytes(n int) ProducerOption { return func(c *producerConfig) { c.ma
 // MaxBufferedBytes caps the bytes of records produced but not yet
 // acknowledged (default 32 MiB, as Java's buffer.memory). When full,
 // Produce blocks until there is room or its context ends (see FailFast).
-func MaxBufferedBytes(n int64) ProducerOption { return func(c *producerConfig) { c.maxBufferedBytes = n } }
+func MaxBufferedBytes(n int64) ProducerOption {
+	return func(c *producerConfig) { c.maxBufferedBytes = n }
+}
 
 // MaxBufferedRecords caps records produced but not yet acknowledged
 // (default 1,048,576).
@@ -151,7 +153,9 @@ func WithCompression(codec Compression) ProducerOption {
 }
 
 // WithPartitioner sets the partitioner (default DefaultPartitioner).
-func WithPartitioner(p Partitioner) ProducerOption { return func(c *producerConfig) { c.partitioner = p } }
+func WithPartitioner(p Partitioner) ProducerOption {
+	return func(c *producerConfig) { c.partitioner = p }
+}
 
 // DeliveryTimeout bounds the time from Produce to a record's outcome
 // (default 120 s, as Java's delivery.timeout.ms). It fails a record only
@@ -163,7 +167,9 @@ func DeliveryTimeout(d time.Duration) ProducerOption {
 
 // MaxInflightPerPartition caps produce requests in flight per partition
 // (default 5, the most idempotence allows).
-func MaxInflightPerPartition(n int) ProducerOption { return func(c *producerConfig) { c.maxInflight = n } }
+func MaxInflightPerPartition(n int) ProducerOption {
+	return func(c *producerConfig) { c.maxInflight = n }
+}
 
 // ProduceRequestTimeout is the time the broker may wait for replicas before
 // answering a produce request (default 30 s).
