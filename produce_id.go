@@ -187,3 +187,10 @@ func (p *Producer) initProducerID(cur *producer.Identity) (producer.Identity, er
 	}
 	return producer.Identity{ID: r.ProducerID, Epoch: r.ProducerEpoch}, nil
 }
+
+// currentIdentity returns the producer id and epoch in use.
+func (p *Producer) currentIdentity() producer.Identity {
+	p.id.mu.Lock()
+	defer p.id.mu.Unlock()
+	return p.id.id
+}

@@ -43,6 +43,10 @@ func readPartition(t testing.TB, ctx context.Context, cl *Client, topic string, 
 		fr := resp.(*kmsg.FetchResponse)
 		rp := fr.Topics[0].Partitions[0]
 		if rp.ErrorCode != 0 {
+			if rp.ErrorCode == 1 && len(out) == 0 && rp.LogStartOffset > offset {
+				offset = rp.LogStartOffset // records before it were deleted
+				continue
+			}
 			if errors.Is(KafkaErrorForCode(rp.ErrorCode), ErrNotLeaderForPartition) {
 				cl.cl.RefreshMetadata(ctx, true)
 				continue
