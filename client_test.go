@@ -331,10 +331,25 @@ func TestFetchDoesNotDelayControl(t *testing.T) {
 
 type recordingHooks struct {
 	connects, requests, disconnects atomic.Int32
+	mu                              sync.Mutex
+	connectErrs                     []string
 }
 
-func (h *recordingHooks) OnBrokerConnect(BrokerInfo, time.Duration, error) { h.connects.Add(1) }
-func (h *recordingHooks) OnBrokerDisconnect(BrokerInfo, error)             { h.disconnects.Add(1) }
+func (h *recordingHooks) OnBrokerConnect(_ BrokerInfo, _ time.Duration, err error) {
+	h.connects.Add(1)
+	if err != nil {
+		h.mu.Lock()
+		h.connectErrs = append(h.connectErrs, err.Error())
+		h.mu.Unlock()
+	}
+}
+
+func (h *recordingHooks) errs() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.connectErrs...)
+}
+func (h *recordingHooks) OnBrokerDisconnect(BrokerInfo, error) { h.disconnects.Add(1) }
 func (h *recordingHooks) OnBrokerRequest(b BrokerInfo, e RequestEvent) {
 	if e.APIName != "" && e.BytesWritten > 0 {
 		h.requests.Add(1)
