@@ -129,6 +129,7 @@ func (s *partState) sealLocked() *pbatch {
 		return b
 	}
 	b.enc = enc
+	b.wireBytes = len(enc.Bytes())
 	s.seq.Add(&producer.Batch{Records: int32(len(recs)), Payload: b})
 	s.wakeLocked()
 	return nil

@@ -234,7 +234,7 @@ func (p *Producer) complete(node int32, it sentItem, pr *kmsg.ProduceResponse, r
 	case res.Completed != nil:
 		pb := res.Completed.Payload.(*pbatch)
 		for _, h := range p.written {
-			h.OnBatchWritten(BrokerInfo{NodeID: node}, name, part.id, len(pb.recs), len(pb.enc.Bytes()))
+			h.OnBatchWritten(BrokerInfo{NodeID: node}, name, part.id, len(pb.recs), pb.wireBytes)
 		}
 		p.finish(pb, name, part.id, baseOffset, nil)
 	case res.Failed != nil && res.DataLoss:

@@ -121,11 +121,12 @@ type pendingRecord struct {
 
 // pbatch is the payload of a sealed batch in the sequence state machine.
 type pbatch struct {
-	enc     *batch.Encoded
-	recs    []pendingRecord
-	created time.Time
-	done    atomic.Bool // callbacks fired
-	sealErr error
+	enc       *batch.Encoded
+	recs      []pendingRecord
+	created   time.Time
+	done      atomic.Bool // callbacks fired
+	sealErr   error
+	wireBytes int
 }
 
 // Produce buffers rec for sending and calls fn exactly once with the
@@ -468,6 +469,12 @@ func (p *Producer) finish(b *pbatch, topic string, partition int32, baseOffset i
 			}
 		}
 		bytes += int64(pr.size)
+	}
+	if b.enc != nil {
+		// No request references the batch any more: resends only start
+		// after earlier requests drained, and this is its last outcome.
+		b.enc.Release()
+		b.enc = nil
 	}
 	for _, pr := range b.recs {
 		pr.fn(pr.rec, err)

@@ -22,6 +22,10 @@
 // recomputed, and even that avoids re-reading the records: the CRC of the
 // records is remembered and combined with the CRC of the 40 header bytes.
 //
+// Batch buffers come from size-classed pools; once the broker has
+// acknowledged a batch, [Encoded.Release] returns its memory so that steady
+// state production allocates next to nothing.
+//
 // # Decoding
 //
 // An [Iterator] walks the record set of a fetch response partition, which may
@@ -36,8 +40,9 @@
 //
 // Errors are confined to the batch that caused them and are of type
 // *[BatchError], matching [ErrCorrupt], [ErrTooLarge] or [ErrUnsupported]
-// with errors.Is. Decoding never panics and never allocates more than the
-// input size or the configured decompression limit allows.
+// with errors.Is. Decoding never panics, and what it allocates is bounded by
+// the input size and the configured decompression limit (see
+// [DecodeOptions.MaxDecompressedSize]), never by sizes the input claims.
 //
 // Decoded records are zero-copy: Key, Value, header values and even header
 // keys (strings) alias the input buffer, or the freshly allocated
@@ -48,8 +53,9 @@
 //
 // # Transactions
 //
-// Control batches carry commit and abort markers; the [Batch.ControlType]
-// field is decoded eagerly for them. [AbortFilter] implements the standard
+// Control batches carry commit and abort markers; the ControlType field of a
+// [Batch] is decoded eagerly for them, and [ParseControlKey] and
+// [ParseEndTxnMarker] decode control records. [AbortFilter] implements the standard
 // read_committed algorithm that decides, from the fetch response's aborted
 // transaction list and the batches in order, which data batches belong to
 // aborted transactions.

@@ -62,6 +62,9 @@ func FuzzDecode(f *testing.F) {
 				}
 				if err == nil {
 					recs, err = b.AppendRecords(recs[:0])
+				} else {
+					// Misuse, but it must not panic either.
+					b.AppendRecords(nil)
 				}
 				// Decompression may use about twice its limit,
 				// lz4 frames may declare 4 MiB blocks, and decoded

@@ -288,9 +288,20 @@ func TestReleaseReuse(t *testing.T) {
 		e.Release() // idempotent
 
 		e3 := encode(t, codec, recs)
-		_, got := decodeOne(t, e3.Bytes())
+		hdr, got := decodeOne(t, e3.Bytes())
 		if err := equalRecords(got, recs, false); err != nil {
 			t.Fatalf("round %d (%v): %v", round, codec, err)
+		}
+		maxTS := recs[0].Timestamp
+		for _, r := range recs {
+			maxTS = max(maxTS, r.Timestamp)
+		}
+		if err := equalHeader(hdr, Batch{
+			LastOffset: int64(len(recs) - 1), PartitionLeaderEpoch: -1, Magic: 2, Attributes: int16(codec),
+			Codec: codec, ControlType: ControlUnknown, BaseTimestamp: recs[0].Timestamp, MaxTimestamp: maxTS,
+			ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, NumRecords: int32(len(recs)),
+		}); err != nil {
+			t.Fatalf("round %d: %v", round, err)
 		}
 		e3.Release()
 	}

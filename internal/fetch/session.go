@@ -1,0 +1,130 @@
+// Package fetch holds the pure parts of fetching: fetch-session
+// bookkeeping (KIP-227). The consumer's per-broker fetchers call into it;
+// it does no I/O.
+package fetch
+
+// TP is a topic partition.
+type TP struct {
+	Topic     string
+	Partition int32
+}
+
+// Want is one partition a fetcher wants in its next request.
+type Want struct {
+	TP
+	Offset      int64
+	MaxBytes    int32
+	LeaderEpoch int32
+}
+
+// Session tracks what the broker's fetch session holds, so each request
+// carries only partitions that are new or changed and names those to drop.
+// A zero Session does full fetches until the broker grants a session.
+//
+// Usage: Plan builds a request; after the response, call Commit with the
+// plan and the response's top-level error and session id (or Fail on a
+// network error). Not safe for concurrent use: one fetcher owns it.
+type Session struct {
+	id       int32
+	epoch    int32
+	disabled bool        // the broker declined sessions; always full
+	cached   map[TP]Want // the broker's view after the last successful response
+}
+
+// Plan is one request's session fields and partitions.
+type Plan struct {
+	SessionID    int32
+	SessionEpoch int32
+	Send         []Want // partitions to include (all of them for a full fetch)
+	Forget       []TP   // partitions to remove from the session
+	Full         bool
+	wants        map[TP]Want
+}
+
+// Sessions error codes (KIP-227).
+const (
+	errFetchSessionIDNotFound   = 70
+	errInvalidFetchSessionEpoch = 71
+	errFetchSessionTopicIDError = 106
+)
+
+// Plan returns the next request for wants. Partitions absent from wants
+// that the session holds are forgotten: a paused or full partition must
+// leave the session or the broker keeps sending its data.
+func (s *Session) Plan(wants []Want) Plan {
+	m := make(map[TP]Want, len(wants))
+	for _, w := range wants {
+		m[w.TP] = w
+	}
+	if s.disabled || s.id == 0 || s.cached == nil {
+		epoch := int32(0)
+		if s.disabled {
+			// -1 asks for no session at all.
+			epoch = -1
+		}
+		return Plan{SessionID: 0, SessionEpoch: epoch, Send: wants, Full: true, wants: m}
+	}
+	p := Plan{SessionID: s.id, SessionEpoch: s.epoch, wants: m}
+	for _, w := range wants {
+		if prev, ok := s.cached[w.TP]; !ok || prev != w {
+			p.Send = append(p.Send, w)
+		}
+	}
+	for tp := range s.cached {
+		if _, ok := m[tp]; !ok {
+			p.Forget = append(p.Forget, tp)
+		}
+	}
+	return p
+}
+
+// Commit applies the response to a plan: errCode is the response's
+// top-level error code and sessionID the session id it returned.
+func (s *Session) Commit(p Plan, errCode int16, sessionID int32) {
+	switch errCode {
+	case 0:
+	case errFetchSessionIDNotFound, errInvalidFetchSessionEpoch, errFetchSessionTopicIDError:
+		s.reset()
+		return
+	default:
+		// Other top-level errors say nothing about the session's state
+		// on the broker; start over to be safe.
+		s.reset()
+		return
+	}
+	if p.Full {
+		if sessionID == 0 {
+			if p.SessionEpoch == 0 && !s.disabled {
+				// The broker declined a session (cache full or
+				// sessions off): keep doing full fetches.
+				s.disabled = true
+			}
+			s.id, s.cached = 0, nil
+			return
+		}
+		s.id = sessionID
+		s.epoch = 1
+		s.cached = p.wants
+		return
+	}
+	s.cached = p.wants
+	s.epoch = nextEpoch(s.epoch)
+}
+
+// Fail records a request that got no usable response: the broker may or
+// may not have applied it, so the next request is a full fetch.
+func (s *Session) Fail() { s.reset() }
+
+// ID returns the current session id (0 without a session).
+func (s *Session) ID() int32 { return s.id }
+
+func (s *Session) reset() {
+	s.id, s.epoch, s.cached = 0, 0, nil
+}
+
+func nextEpoch(e int32) int32 {
+	if e == 1<<31-1 {
+		return 1
+	}
+	return e + 1
+}
