@@ -245,6 +245,12 @@ func (c *Conn) send(ctx context.Context, req kmsg.Request) (*call, error) {
 			return nil, c.closeErr
 		}
 	}
+	// A caller that already gave up sends nothing.
+	if err := ctx.Err(); err != nil {
+		c.wmu.Unlock()
+		c.release()
+		return nil, err
+	}
 	c.nextID++
 	cl.id = c.nextID
 	wire.SetCorrelationID(frame, cl.id)
@@ -261,11 +267,10 @@ func (c *Conn) send(ctx context.Context, req kmsg.Request) (*call, error) {
 			return nil, c.closeErr
 		}
 	}
-	wd := cl.deadline
-	if d, ok := ctx.Deadline(); ok && d.Before(wd) {
-		wd = d
-	}
-	c.nc.SetWriteDeadline(wd)
+	// Bounded by the request timeout, not by ctx: a caller's deadline
+	// cutting a write short would close the connection under every other
+	// request on it.
+	c.nc.SetWriteDeadline(cl.deadline)
 	_, werr := c.nc.Write(frame)
 	c.wmu.Unlock()
 	if werr != nil {
@@ -368,8 +373,7 @@ func (c *Conn) readLoop() {
 		}
 		// The body is handed to the caller, so it cannot be reused. Copy
 		// small responses into an exact-size slice and keep the big buffer.
-		// The copy of an empty body must stay non-nil: a nil body means
-		// "no response expected" to Request.
+		// bytes.Clone keeps an empty body non-nil, as it was uncopied.
 		if cap(body) > 64<<10 && len(rest) < cap(body)/4 {
 			rest = bytes.Clone(rest)
 			buf = body

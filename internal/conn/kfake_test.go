@@ -402,6 +402,27 @@ func TestKfakeSASL(t *testing.T) {
 	}
 }
 
+// unknownMech is a mechanism kfake does not offer.
+type unknownMech struct{}
+
+func (unknownMech) Name() string { return "OAUTHBEARER" }
+func (unknownMech) Start() (sasl.Session, []byte, error) {
+	return nil, nil, errors.New("Start must not be called when the broker refuses the mechanism")
+}
+
+func TestKfakeSASLUnknownMechanism(t *testing.T) {
+	addr := newKfake(t, kfake.EnableSASL(), kfake.Superuser("PLAIN", "admin", "secret"))
+	cfg := testConfig()
+	cfg.SASL = unknownMech{}
+	de := dialErr(t, context.Background(), cfg, addr)
+	if !errors.Is(de, errs.ErrAuth) || de.Cause() != "auth" || de.Stage != StageSASL {
+		t.Errorf("unknown mechanism: %v (cause %q, stage %q); want ErrAuth, auth, sasl", de, de.Cause(), de.Stage)
+	}
+	if !strings.Contains(de.Error(), "OAUTHBEARER") || !strings.Contains(de.Error(), "PLAIN") {
+		t.Errorf("error %q should name the mechanism tried and the ones enabled", de)
+	}
+}
+
 // TestKfakeSASLRequired checks that a broker requiring SASL, dialed without
 // it, fails the first request rather than hanging or passing it off as
 // success.

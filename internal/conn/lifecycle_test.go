@@ -306,3 +306,67 @@ func TestUnsupportedRequest(t *testing.T) {
 		t.Errorf("request after the unsupported one: %v", err)
 	}
 }
+
+// slowObserver takes its time over Request events, as a metrics hook
+// that contends on a lock might.
+type slowObserver struct {
+	recObserver
+	delay time.Duration
+}
+
+func (o *slowObserver) Request(addr string, node int32, key int16, written, read int, d time.Duration, err error) {
+	time.Sleep(o.delay)
+	o.recObserver.Request(addr, node, key, written, read, d, err)
+}
+
+// TestRequestReturnsSettled checks that when Request returns, the request
+// is no longer counted in flight and has been observed: a pool that looks
+// at Inflight, or retires the connection, right after a response must see
+// it idle.
+func TestRequestReturnsSettled(t *testing.T) {
+	fb := newFakeBroker(t, func(bc *brokerConn) { bc.serveMetadata("x") })
+	obs := &slowObserver{delay: 30 * time.Millisecond}
+	cfg := testConfig()
+	cfg.Observer = obs
+	c := mustDial(t, cfg, fb.Addr())
+	for i := range 3 {
+		if _, err := c.Request(context.Background(), metadataReq()); err != nil {
+			t.Fatal(err)
+		}
+		if n := c.Inflight(); n != 0 {
+			t.Fatalf("Inflight = %d straight after Request returned", n)
+		}
+		if n := len(obs.of("request")); n != i+1 {
+			t.Fatalf("%d Request events after %d requests", n, i+1)
+		}
+	}
+	c.CloseWhenIdle()
+	select {
+	case <-c.Done():
+	default:
+		t.Fatal("CloseWhenIdle straight after a response did not close the connection")
+	}
+}
+
+// TestExpiredContextKeepsConn issues requests whose context has already
+// expired: each fails with the context's error, and the connection, shared
+// with other callers, must survive. (A caller's deadline used as the
+// socket's write deadline used to fail the write and close the connection.)
+func TestExpiredContextKeepsConn(t *testing.T) {
+	fb := newFakeBroker(t, func(bc *brokerConn) { bc.serveMetadata("alive") })
+	c := mustDial(t, testConfig(), fb.Addr())
+	expired, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	for range 50 {
+		if _, err := c.Request(expired, metadataReq()); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("request with an expired context: %v, want context.DeadlineExceeded", err)
+		}
+		if err := c.Err(); err != nil {
+			t.Fatalf("a caller's expired context closed the connection: %v", err)
+		}
+	}
+	resp, err := c.Request(context.Background(), metadataReq())
+	if err != nil || clusterID(t, resp) != "alive" {
+		t.Fatalf("request after the expired ones: %v, %v", resp, err)
+	}
+}
