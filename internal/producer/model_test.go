@@ -1,16 +1,39 @@
 package producer
 
-// A model-based test of Partition: a simulated broker that validates
-// idempotent sequences like Kafka (before KIP-360's "accept any first
-// sequence", i.e. it answers UNKNOWN_PRODUCER_ID), a network of FIFO
-// connections that can lose responses, fail requests before they apply,
-// die (with requests the broker already read still being applied later:
-// "ghosts"), a leader that moves, retention that forgets producer state,
-// and a driver that plays the producer shell: it adds batches, sends what
-// Next returns, reports outcomes to Done, bumps the epoch when asked and
-// Quiesced, and expires batches. At the end the network turns fault free,
-// everything drains, and the invariants are checked against the broker's
-// log.
+// A model-based test of Partition against a simulated broker and network.
+//
+// The broker validates idempotent sequences per producer id and epoch like
+// Kafka: it accepts seq == last+1 (0 for a new epoch or, by default, for a
+// producer it has no state for: UNKNOWN_PRODUCER_ID otherwise, as before
+// 2.5; some seeds run a 2.5+ broker that accepts any first sequence), it
+// answers a resend of one of the last 5 batches as a success with the
+// original offset, OUT_OF_ORDER_SEQUENCE_NUMBER on a gap, and
+// INVALID_PRODUCER_EPOCH for an older epoch. Retention deletes the whole
+// log and forgets every producer. The network keeps one FIFO connection
+// per broker; it can lose a response after the write (Unknown), fail a
+// request before it applies (Retry), and die: the shell then learns, maybe
+// late, that every outstanding request has an unknown outcome, while the
+// broker still applies, in order, those it had read ("ghosts"). Leaders
+// move. The driver plays the shell: it adds batches, sends what Next
+// returns to the leader it believes in, reports outcomes to Done in send
+// order per broker, bumps (new epoch, Reset) when asked or when "another
+// partition" asks, once Quiesced, and expires batches at random.
+//
+// After a fault-free drain, it checks: every batch is reported exactly
+// once; a completion points at the batch's records in the log; no record
+// is in the live log twice, and the log holds records in add order; a
+// failed or expired batch is not in the log; data loss is reported only
+// for an injected OUT_OF_ORDER; Next never renumbers a batch without an
+// unpin or Reset in between, nor one that was written.
+//
+// The one allowance is retention: a batch written, then deleted with the
+// producer state before its ack arrived, is unknowable to the client;
+// after the KIP-360 reset that follows, it may be written again or fail
+// (Kafka's own client does the same). The model checks that such copies
+// predate a KIP-360 reset. Faults that no client could survive are not
+// injected: INVALID_PRODUCER_EPOCH or OUT_OF_ORDER while a written batch is
+// unacknowledged (only another instance of our producer id could fence
+// us), ghosts outliving a retention, retention with a 2.5+ broker.
 
 import (
 	"fmt"
@@ -29,6 +52,11 @@ type mBatch struct {
 	last      nums // numbers of the last send
 	genAtSend int  // driver's unpin generation at the last send
 	result    string
+	// excused counts the copies of the batch in the log (they are
+	// appended together, so those of its first record) the partition
+	// could no longer know about: those written before a KIP-360 reset
+	// (they are deleted by the retention that caused it).
+	excused int
 }
 
 type nums struct {
@@ -53,6 +81,7 @@ type mReq struct {
 type mConn struct {
 	broker int
 	q      []*mReq // FIFO; a processed prefix, then unprocessed requests
+	dead   bool    // every request is answered Unknown, in order
 }
 
 type pidState struct {
@@ -168,9 +197,20 @@ type world struct {
 	copies   map[int64][]int64 // record id -> offsets it was appended at
 	maxFirst int64             // highest record id appended for the first time
 
-	// Network: the live produce connection per broker, and requests the
-	// broker read from connections that died since.
-	conns  [nBrokers]*mConn
+	// modern: a broker of 2.5 or later, which accepts any first sequence
+	// from a producer it has no state for (so run without retention:
+	// after a retention such a broker reorders pipelined batches whatever
+	// the client does).
+	modern bool
+
+	// Network: the produce connections per broker, oldest first; only the
+	// last may be alive. Like the shell, the driver handles the responses
+	// of one broker in send order, across connections: a dead
+	// connection's requests are reported (Unknown) before those sent
+	// since on its successor, but the successor may be used before they
+	// are. ghosts are requests the broker had read from connections that
+	// died since: it still applies them, in order, and answers nobody.
+	conns  [nBrokers][]*mConn
 	ghosts [][]*mReq
 
 	// Shell.
@@ -223,6 +263,10 @@ func newWorld(seed uint64, data []byte) *world {
 	if cfg.IntN(4) == 0 {
 		max = 1 + cfg.IntN(5)
 	}
+	if cfg.IntN(3) == 0 {
+		w.modern = true
+		w.mix.retention = 0
+	}
 	w.p = NewPartition(max, true)
 	w.leader = cfg.IntN(nBrokers)
 	w.mLeader = w.leader
@@ -238,7 +282,9 @@ func (w *world) logf(format string, args ...any) {
 func (w *world) fail(format string, args ...any) {
 	if w.err == nil {
 		w.err = fmt.Errorf(format, args...)
-		w.logf("FAIL: %v", w.err)
+		if w.tracing {
+			w.logf("FAIL: %v", w.err)
+		}
 	}
 }
 
@@ -247,16 +293,19 @@ func (b *mBatch) String() string {
 }
 
 func (w *world) conn(broker int) *mConn {
-	if w.conns[broker] == nil {
-		w.conns[broker] = &mConn{broker: broker}
+	cs := w.conns[broker]
+	if n := len(cs); n > 0 && !cs[n-1].dead {
+		return cs[n-1]
 	}
-	return w.conns[broker]
+	c := &mConn{broker: broker}
+	w.conns[broker] = append(cs, c)
+	return c
 }
 
 func (w *world) outstanding() int {
 	n := 0
-	for _, c := range w.conns {
-		if c != nil {
+	for _, cs := range w.conns {
+		for _, c := range cs {
 			n += len(c.q)
 		}
 	}
@@ -270,13 +319,17 @@ func (w *world) process(q *mReq, faults bool) {
 	q.logStart = w.logStart
 	q.base = -1
 	q.out = w.apply(q, faults)
-	w.logf("  broker %d: %v %v seq %d -> %s base %d logStart %d", q.broker, q.mb, q.nums.id, q.nums.seq, on(q.out), q.base, q.logStart)
+	if w.tracing {
+		w.logf("  broker %d: %v %v seq %d -> %s base %d logStart %d", q.broker, q.mb, q.nums.id, q.nums.seq, on(q.out), q.base, q.logStart)
+	}
 	if faults && w.r.chance(w.mix.lose) {
 		// REQUEST_TIMED_OUT / NOT_ENOUGH_REPLICAS_AFTER_APPEND / a lost
 		// response: whatever happened, the shell learns nothing.
 		q.out = Unknown
 		w.st.lost++
-		w.logf("  response lost")
+		if w.tracing {
+			w.logf("  response lost")
+		}
 	}
 }
 
@@ -294,7 +347,7 @@ func (w *world) apply(q *mReq, faults bool) Outcome {
 	s := w.pids[id.ID]
 	switch {
 	case s == nil:
-		if seq != 0 {
+		if seq != 0 && !w.modern {
 			return UnknownProducer
 		}
 	case id.Epoch < s.epoch:
@@ -392,7 +445,9 @@ func (w *world) add() {
 	w.nextRec += int64(mb.n)
 	w.batches = append(w.batches, mb)
 	w.p.Add(&Batch{Records: mb.n, Payload: mb})
-	w.logf("add %v poison=%v", mb, mb.poison)
+	if w.tracing {
+		w.logf("add %v poison=%v", mb, mb.poison)
+	}
 }
 
 func (w *world) send() {
@@ -408,7 +463,9 @@ func (w *world) send() {
 func (w *world) onNext(b *Batch, ep uint64) {
 	mb := b.Payload.(*mBatch)
 	n := nums{b.ID, b.Seq}
-	w.logf("send %v to %d: %v seq %d unknown=%v (sendEpoch %d)", mb, w.mLeader, b.ID, b.Seq, b.Unknown, ep)
+	if w.tracing {
+		w.logf("send %v to %d: %v seq %d unknown=%v (sendEpoch %d)", mb, w.mLeader, b.ID, b.Seq, b.Unknown, ep)
+	}
 	w.st.sends++
 	if mb.result != "" {
 		w.fail("Next returned %v, already reported %s", mb, mb.result)
@@ -428,11 +485,12 @@ func (w *world) onNext(b *Batch, ep uint64) {
 		if mb.genAtSend == w.unpinGen {
 			w.fail("%v renumbered from %v/%d to %v/%d without an unpin or reset", mb, mb.last.id, mb.last.seq, n.id, n.seq)
 		}
-		for i := int64(0); i < int64(mb.n); i++ {
-			for _, o := range w.copies[mb.first+i] {
-				if o >= w.logStart {
-					w.fail("%v renumbered from %v/%d to %v/%d but record %d is in the log at %d", mb, mb.last.id, mb.last.seq, n.id, n.seq, mb.first+i, o)
-				}
+		for k, o := range w.copies[mb.first] {
+			switch {
+			case o >= w.logStart:
+				w.fail("%v renumbered from %v/%d to %v/%d but it is in the log at %d", mb, mb.last.id, mb.last.seq, n.id, n.seq, o)
+			case k >= mb.excused:
+				w.fail("%v renumbered from %v/%d to %v/%d but it was written at %d (since deleted) with no KIP-360 reset after", mb, mb.last.id, mb.last.seq, n.id, n.seq, o)
 			}
 		}
 	}
@@ -454,7 +512,9 @@ func (w *world) onNext(b *Batch, ep uint64) {
 
 func (w *world) done(q *mReq, o Outcome, base, logStart int64) {
 	res := w.p.Done(q.b, q.ep, o, base, logStart)
-	w.logf("done %v %s base %d logStart %d -> %+v", q.mb, on(o), base, logStart, res)
+	if w.tracing {
+		w.logf("done %v %s base %d logStart %d -> %+v", q.mb, on(o), base, logStart, res)
+	}
 	switch o {
 	case Retry:
 		w.st.retries++
@@ -510,6 +570,13 @@ func (w *world) done(q *mReq, o Outcome, base, logStart int64) {
 	if res.NeedBump {
 		w.unpinGen++
 		w.bumping = true
+		if res.Failed == nil && (o == OutOfOrder || o == UnknownProducer) {
+			for _, b := range w.batches {
+				if b.result == "" {
+					b.excused = len(w.copies[b.first])
+				}
+			}
+		}
 	}
 	if o == Retry && q.broker != w.leader && w.r.intn(2) == 0 {
 		w.mLeader = w.leader // NOT_LEADER triggers a metadata refresh
@@ -527,9 +594,11 @@ func (w *world) report(mb *mBatch, how string) {
 
 func (w *world) processSome() {
 	var cs []*mConn
-	for _, c := range w.conns {
-		if c != nil && len(c.q) > 0 && !c.q[len(c.q)-1].processed {
-			cs = append(cs, c)
+	for _, bc := range w.conns {
+		for _, c := range bc {
+			if !c.dead && len(c.q) > 0 && !c.q[len(c.q)-1].processed {
+				cs = append(cs, c)
+			}
 		}
 	}
 	if len(cs) == 0 {
@@ -544,53 +613,74 @@ func (w *world) processSome() {
 	}
 }
 
+// deliver hands the oldest response of one broker to the partition.
 func (w *world) deliver() {
-	var cs []*mConn
-	for _, c := range w.conns {
-		if c != nil && len(c.q) > 0 && c.q[0].processed {
-			cs = append(cs, c)
+	var brokers []int
+	for b, bc := range w.conns {
+		if len(bc) > 0 && len(bc[0].q) > 0 && bc[0].q[0].processed {
+			brokers = append(brokers, b)
 		}
 	}
-	if len(cs) == 0 {
+	if len(brokers) == 0 {
 		return
 	}
-	c := cs[w.r.intn(len(cs))]
-	q := c.q[0]
-	c.q = c.q[1:]
-	w.done(q, q.out, q.base, q.logStart)
+	w.deliverFrom(brokers[w.r.intn(len(brokers))])
 }
 
+// kill breaks a connection. The broker had read a prefix of the requests
+// it had not handled yet (they become ghosts); the shell will learn that
+// every outstanding request has an unknown outcome, but maybe only after
+// it sent more on a new connection.
 func (w *world) kill() {
 	var cs []*mConn
-	for _, c := range w.conns {
-		if c != nil {
-			cs = append(cs, c)
+	for _, bc := range w.conns {
+		if n := len(bc); n > 0 && !bc[n-1].dead {
+			cs = append(cs, bc[n-1])
 		}
 	}
 	if len(cs) == 0 {
 		return
 	}
 	c := cs[w.r.intn(len(cs))]
-	w.conns[c.broker] = nil
+	c.dead = true
 	w.st.kills++
-	w.logf("kill connection to %d (%d outstanding)", c.broker, len(c.q))
-	var ghosts []*mReq
-	for _, q := range c.q {
-		if q.processed {
-			continue
-		}
-		if !w.r.chance(w.mix.ghostKeep) {
-			break // requests are read in order: the rest never arrived
-		}
-		ghosts = append(ghosts, q)
+	if w.tracing {
+		w.logf("kill connection to %d (%d outstanding)", c.broker, len(c.q))
 	}
+	var ghosts []*mReq
+	reading := true
 	for _, q := range c.q {
-		w.done(q, Unknown, -1, -1)
+		if !q.processed {
+			if reading = reading && w.r.chance(w.mix.ghostKeep); reading {
+				g := *q
+				ghosts = append(ghosts, &g)
+			}
+		}
+		q.processed, q.out, q.base, q.logStart = true, Unknown, -1, -1
+	}
+	if len(c.q) == 0 {
+		bc := w.conns[c.broker]
+		w.conns[c.broker] = bc[:len(bc)-1]
 	}
 	if len(ghosts) > 0 {
 		w.st.ghosts += len(ghosts)
 		w.ghosts = append(w.ghosts, ghosts)
 	}
+	if w.r.intn(2) == 0 { // the shell notices at once
+		for len(w.conns[c.broker]) > 0 && w.conns[c.broker][0].dead {
+			w.deliverFrom(c.broker)
+		}
+	}
+}
+
+func (w *world) deliverFrom(b int) {
+	c := w.conns[b][0]
+	q := c.q[0]
+	c.q = c.q[1:]
+	if len(c.q) == 0 && c.dead {
+		w.conns[b] = w.conns[b][1:]
+	}
+	w.done(q, q.out, q.base, q.logStart)
 }
 
 func (w *world) processGhost() {
@@ -599,7 +689,9 @@ func (w *world) processGhost() {
 	}
 	i := w.r.intn(len(w.ghosts))
 	q := w.ghosts[i][0]
-	w.logf("ghost:")
+	if w.tracing {
+		w.logf("ghost:")
+	}
 	before := len(w.log)
 	w.process(q, false)
 	if len(w.log) > before {
@@ -613,7 +705,9 @@ func (w *world) processGhost() {
 func (w *world) move() {
 	w.leader = (w.leader + 1 + w.r.intn(nBrokers-1)) % nBrokers
 	w.st.moves++
-	w.logf("leader moves to %d", w.leader)
+	if w.tracing {
+		w.logf("leader moves to %d", w.leader)
+	}
 }
 
 func (w *world) refresh() {
@@ -631,14 +725,18 @@ func (w *world) retention() {
 	w.logStart = int64(len(w.log))
 	clear(w.pids)
 	w.st.retentions++
-	w.logf("retention: log start %d, producer state forgotten", w.logStart)
+	if w.tracing {
+		w.logf("retention: log start %d, producer state forgotten", w.logStart)
+	}
 }
 
 func (w *world) foreignBump() {
 	if w.id != nil && !w.bumping {
 		w.bumping = true
 		w.st.foreignBumps++
-		w.logf("another partition needs a bump")
+		if w.tracing {
+			w.logf("another partition needs a bump")
+		}
 	}
 }
 
@@ -647,17 +745,18 @@ func (w *world) expire() {
 	out, needBump := w.p.Expire(func(*Batch) bool { return w.r.intn(5) < q })
 	for _, b := range out {
 		mb := b.Payload.(*mBatch)
-		w.logf("expired %v pinned=%v", mb, b.Pinned())
+		if w.tracing {
+			w.logf("expired %v pinned=%v", mb, b.Pinned())
+		}
 		if b.Pinned() {
 			w.st.expiredPinned++
 		}
-		for _, c := range w.conns {
-			if c == nil {
-				continue
-			}
-			for _, q := range c.q {
-				if q.b == b && b.Pinned() {
-					w.fail("pinned %v expired with a request outstanding", mb)
+		for _, bc := range w.conns {
+			for _, c := range bc {
+				for _, q := range c.q {
+					if q.b == b && b.Pinned() {
+						w.fail("pinned %v expired with a request outstanding", mb)
+					}
 				}
 			}
 		}
@@ -674,7 +773,9 @@ func (w *world) tryBump() {
 	if w.id == nil {
 		w.id = &Identity{ID: w.nextPID}
 		w.nextPID++
-		w.logf("producer id %v", *w.id)
+		if w.tracing {
+			w.logf("producer id %v", *w.id)
+		}
 		return
 	}
 	if !w.bumping || !w.p.Quiesced() {
@@ -690,7 +791,9 @@ func (w *world) tryBump() {
 	w.bumping = false
 	w.unpinGen++
 	w.st.bumps++
-	w.logf("bump: %v, Reset", id)
+	if w.tracing {
+		w.logf("bump: %v, Reset", id)
+	}
 }
 
 func (w *world) check() {
@@ -751,7 +854,9 @@ func (w *world) step() {
 func (w *world) drain() {
 	w.faults = false
 	w.mix = faultMix{refresh: 4, ghost: 4}
-	w.logf("---- drain ----")
+	if w.tracing {
+		w.logf("---- drain ----")
+	}
 	for i := 0; i < 20000 && w.err == nil; i++ {
 		if w.toAdd == 0 && w.p.Len() == 0 && w.outstanding() == 0 && len(w.ghosts) == 0 {
 			return
@@ -786,6 +891,13 @@ func (w *world) finalCheck() {
 						w.fail("%v reported %s but record %d is in the log at %d", mb, mb.result, rec, o)
 					}
 				}
+				if len(copies) > mb.excused && mb.result != "data loss" {
+					// Written, deleted by retention, and the partition
+					// had no reason to forget it. (Data loss may hit a
+					// resend of sequence 0 that a broker which forgot
+					// the producer took as new.)
+					w.fail("%v reported %s but record %d was written (offset %d, since deleted) with no KIP-360 reset after", mb, mb.result, rec, copies[len(copies)-1])
+				}
 				if len(copies) > 0 {
 					w.st.failedDeleted++
 				}
@@ -805,19 +917,19 @@ func (w *world) run(steps int) {
 // runModel runs one simulation; on failure it reruns it with a trace.
 func runModel(t testing.TB, seed uint64, data []byte) modelStats {
 	w := newWorld(seed, data)
-	w.run(30 * w.toAdd)
+	w.run(24 * w.toAdd)
 	if w.err == nil {
 		return w.st
 	}
 	w = newWorld(seed, data)
 	mix := w.mix
 	w.tracing = true
-	w.run(30 * w.toAdd)
+	w.run(24 * w.toAdd)
 	tail := w.trace
 	if len(tail) > 300 {
 		tail = tail[len(tail)-300:]
 	}
-	t.Fatalf("seed %d (mix %+v, max %d): %v\ntrace (last %d lines):\n%s", seed, mix, w.p.Max, w.err, len(tail), strings.Join(tail, "\n"))
+	t.Fatalf("seed %d (modern %v, mix %+v, max %d): %v\ntrace (last %d lines):\n%s", seed, w.modern, mix, w.p.Max, w.err, len(tail), strings.Join(tail, "\n"))
 	return w.st
 }
 

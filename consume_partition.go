@@ -1,0 +1,241 @@
+package riffle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/riffle-go/riffle/internal/batch"
+	"github.com/riffle-go/riffle/internal/fetch"
+	"github.com/riffle-go/riffle/internal/kafkaerr"
+)
+
+type cpartState int8
+
+const (
+	stateNeedOffset cpartState = iota // start offset to resolve
+	stateFetching                     // fetching and dispatching
+	stateFailed                       // stopped by an error until Resume
+	stateRevoked                      // unassigned; kept only for waiters
+)
+
+// cpart is one assigned partition. Its epoch is the ownership fence: it
+// changes whenever the partition's fetcher changes, its offset is reset or
+// it is revoked, and a fetch result is applied only if it was issued under
+// the current epoch and offset. Its gen fences dispatch: it changes only on
+// reset and revoke, so a leader move never disturbs a running handler. At
+// most one runner holds it (running), so records are handled in offset
+// order by one goroutine at a time.
+type cpart struct {
+	cs    *Consumer
+	tp    TopicPartition
+	start StartOffset
+
+	ctx    context.Context // handler context; cancelled on loss or close
+	cancel context.CancelFunc
+
+	mu          sync.Mutex
+	state       cpartState
+	epoch       uint64 // fetch fence: fetcher change, reset, revoke
+	gen         uint64 // dispatch fence: reset, revoke (not leader moves)
+	fetcher     int32  // node whose fetcher owns the partition, -1 none
+	leaderEpoch int32
+	fetchOffset int64
+	position    int64 // next offset to hand to the handler
+	processed   int64 // offset after the last finished record
+	hw          int64
+	buf         []*Record
+	bufBytes    int64
+	paused      bool
+	running     bool
+	queued      bool
+	fetchErr    *PartitionError // stops the partition once buf drains
+	err         *PartitionError
+	idleCh      chan struct{} // closed when a revoked partition stops running
+}
+
+func newCPart(cs *Consumer, a Assignment) *cpart {
+	ctx, cancel := context.WithCancel(cs.ctx)
+	return &cpart{
+		cs: cs, tp: a.TopicPartition, start: a.Start,
+		ctx: ctx, cancel: cancel,
+		fetcher: -1, leaderEpoch: -1, hw: -1,
+		fetchOffset: -1, position: -1, processed: -1,
+	}
+}
+
+func recordBytes(r *batch.Record) int64 {
+	n := int64(len(r.Key) + len(r.Value))
+	for _, h := range r.Headers {
+		n += int64(len(h.Key) + len(h.Value))
+	}
+	return n
+}
+
+// want reports whether the partition should be in fetcher node's next
+// request, and at which offset and epoch.
+func (p *cpart) want(node int32) (offset int64, epoch uint64, leaderEpoch int32, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.state != stateFetching || p.fetcher != node || p.paused || p.fetchErr != nil ||
+		p.bufBytes >= p.cs.cfg.partitionBuffer {
+		return 0, 0, 0, false
+	}
+	return p.fetchOffset, p.epoch, p.leaderEpoch, true
+}
+
+// applyFetch applies one partition's fetch result issued under epoch at
+// offset; stale results are dropped. It returns whether the partition's
+// leadership looked wrong (the coordinator should re-check).
+func (p *cpart) applyFetch(epoch uint64, offset int64, res fetch.Partition) (moved bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.epoch != epoch || p.fetchOffset != offset || p.state != stateFetching {
+		return false
+	}
+	if res.HighWatermark >= 0 {
+		p.hw = res.HighWatermark
+	}
+	if len(res.Records) > 0 {
+		recs := make([]Record, len(res.Records))
+		var bytes int64
+		for i := range res.Records {
+			br := &res.Records[i]
+			recs[i] = Record{
+				Topic: p.tp.Topic, Partition: p.tp.Partition,
+				Key: br.Key, Value: br.Value, Headers: br.Headers,
+				Timestamp: time.UnixMilli(br.Timestamp), Offset: br.Offset,
+			}
+			p.buf = append(p.buf, &recs[i])
+			bytes += recordBytes(br)
+		}
+		p.bufBytes += bytes
+		p.cs.buffered.Add(bytes)
+	}
+	if res.NextOffset > p.fetchOffset {
+		p.fetchOffset = res.NextOffset
+	}
+	if res.Err != nil {
+		moved = p.fetchFailedLocked(offset, res)
+	}
+	p.scheduleLocked()
+	return moved
+}
+
+// fetchFailedLocked handles a partition-level fetch error.
+func (p *cpart) fetchFailedLocked(offset int64, res fetch.Partition) (moved bool) {
+	var be *batch.BatchError
+	var ke *kafkaerr.Error
+	switch {
+	case errors.As(res.Err, &be):
+		// Deliver what came before the corrupt batch, then stop.
+		p.fetchErr = &PartitionError{Topic: p.tp.Topic, Partition: p.tp.Partition, Offset: res.NextOffset,
+			Err: fmt.Errorf("%w: %w", ErrCorruptBatch, res.Err)}
+	case errors.As(res.Err, &ke) && ke.Code == kafkaerr.OffsetOutOfRange:
+		switch p.cs.cfg.reset {
+		case ResetNone:
+			p.fetchErr = &PartitionError{Topic: p.tp.Topic, Partition: p.tp.Partition, Offset: offset,
+				Err: fmt.Errorf("%w (log %d..%d): %w", ErrOffsetOutOfRange, res.LogStart, res.HighWatermark, res.Err)}
+		case ResetEarliest:
+			p.resetLocked(AtEarliest())
+		default:
+			p.resetLocked(AtLatest())
+		}
+	case errors.As(res.Err, &ke) && ke.Retriable:
+		// NOT_LEADER, UNKNOWN_TOPIC_OR_PARTITION, FENCED_LEADER_EPOCH...:
+		// the partition leaves this fetcher until metadata says where.
+		p.epoch++
+		p.fetcher = -1
+		return true
+	default:
+		p.fetchErr = &PartitionError{Topic: p.tp.Topic, Partition: p.tp.Partition, Offset: offset, Err: res.Err}
+	}
+	return false
+}
+
+// resetLocked restarts the partition at a symbolic offset, dropping what is
+// buffered (an out-of-range reset may move backwards).
+func (p *cpart) resetLocked(to StartOffset) {
+	p.epoch++
+	p.gen++
+	p.dropBufferLocked()
+	p.start = to
+	p.state = stateNeedOffset
+	p.cs.poke()
+}
+
+func (p *cpart) dropBufferLocked() {
+	for i := range p.buf {
+		p.buf[i] = nil
+	}
+	p.buf = p.buf[:0]
+	p.cs.buffered.Add(-p.bufBytes)
+	p.bufBytes = 0
+}
+
+// scheduleLocked puts the partition on the run queue if it has work and no
+// runner holds it.
+func (p *cpart) scheduleLocked() {
+	if p.running || p.queued || p.paused || p.state != stateFetching {
+		return
+	}
+	if len(p.buf) == 0 && p.fetchErr == nil {
+		return
+	}
+	p.queued = true
+	p.cs.runq.push(p)
+}
+
+func (p *cpart) setPaused(paused bool) {
+	p.mu.Lock()
+	p.paused = paused
+	if !paused && p.state == stateFailed {
+		p.state = stateFetching
+		p.err = nil
+	}
+	p.scheduleLocked()
+	p.mu.Unlock()
+}
+
+// revoke stops the partition: no more dispatch, fetch results fenced,
+// buffer dropped. When lost, the handler's context is cancelled as well.
+func (p *cpart) revoke(lost bool) {
+	p.mu.Lock()
+	p.state = stateRevoked
+	p.epoch++
+	p.gen++
+	p.dropBufferLocked()
+	p.idleCh = make(chan struct{})
+	if !p.running {
+		close(p.idleCh)
+	}
+	p.mu.Unlock()
+	if lost {
+		p.cancel()
+	}
+}
+
+func (p *cpart) cancelHandler() { p.cancel() }
+
+// idle returns a channel closed once no handler runs for the revoked
+// partition.
+func (p *cpart) idle() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.idleCh
+}
+
+func (p *cpart) stats() PartitionStats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := PartitionStats{
+		TopicPartition: p.tp, Position: p.position, Processed: p.processed, HighWatermark: p.hw,
+		BufferedRecords: len(p.buf), BufferedBytes: p.bufBytes, Paused: p.paused, Leader: p.fetcher,
+	}
+	if p.err != nil {
+		st.Err = p.err
+	}
+	return st
+}

@@ -1,0 +1,203 @@
+package riffle
+
+import (
+	"context"
+	"fmt"
+	"sync"
+)
+
+// runQueue is the FIFO of partitions with records to handle. A partition
+// is in it at most once (cpart.queued), so the runners serve ready
+// partitions fairly, one batch each before yielding.
+type runQueue struct {
+	mu     sync.Mutex
+	q      []*cpart
+	notify chan struct{}
+}
+
+func (r *runQueue) init() { r.notify = make(chan struct{}, 1) }
+
+func (r *runQueue) push(p *cpart) {
+	r.mu.Lock()
+	r.q = append(r.q, p)
+	r.mu.Unlock()
+	select {
+	case r.notify <- struct{}{}:
+	default:
+	}
+}
+
+func (r *runQueue) pop(ctx context.Context) *cpart {
+	for {
+		r.mu.Lock()
+		if len(r.q) > 0 {
+			p := r.q[0]
+			r.q[0] = nil
+			r.q = r.q[1:]
+			more := len(r.q) > 0
+			r.mu.Unlock()
+			if more {
+				select {
+				case r.notify <- struct{}{}:
+				default:
+				}
+			}
+			return p
+		}
+		r.mu.Unlock()
+		select {
+		case <-r.notify:
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// runner takes ready partitions off the queue and runs their handler.
+func (cs *Consumer) runner() {
+	for {
+		p := cs.runq.pop(cs.ctx)
+		if p == nil {
+			return
+		}
+		cs.run(p)
+	}
+}
+
+// run hands one batch of p's records to the handler.
+func (cs *Consumer) run(p *cpart) {
+	p.mu.Lock()
+	p.queued = false
+	if p.state != stateFetching || p.paused || p.running {
+		p.mu.Unlock()
+		return
+	}
+	if len(p.buf) == 0 {
+		if fe := p.fetchErr; fe != nil {
+			p.fetchErr = nil
+			p.state = stateFailed
+			p.err = fe
+			p.mu.Unlock()
+			cs.reportError(fe)
+			return
+		}
+		p.mu.Unlock()
+		return
+	}
+	n := min(len(p.buf), cs.cfg.maxBatchRecords)
+	chunk := make([]*Record, n)
+	copy(chunk, p.buf)
+	rest := copy(p.buf, p.buf[n:])
+	for i := rest; i < len(p.buf); i++ {
+		p.buf[i] = nil
+	}
+	p.buf = p.buf[:rest]
+	// The chunk leaves the partition's buffer but stays in the global
+	// budget until handled.
+	p.bufBytes -= recordsSize(chunk)
+	p.running = true
+	gen := p.gen
+	ctx := p.ctx
+	p.mu.Unlock()
+
+	handled, failErr := cs.handle(ctx, p, gen, chunk)
+
+	p.mu.Lock()
+	cs.buffered.Add(-recordsSize(chunk[:handled]))
+	left := recordsSize(chunk[handled:])
+	if failErr != nil && p.gen == gen {
+		// Keep the failed record (and what follows) at the head, so a
+		// resume redelivers it.
+		p.buf = append(chunk[handled:len(chunk):len(chunk)], p.buf...)
+		p.bufBytes += left
+		p.state = stateFailed
+		p.position = chunk[handled].Offset
+		p.err = &PartitionError{Topic: p.tp.Topic, Partition: p.tp.Partition, Offset: chunk[handled].Offset, Err: failErr}
+	} else {
+		// Revoked or reset mid-batch: the rest is dropped.
+		cs.buffered.Add(-left)
+	}
+	p.running = false
+	if p.idleCh != nil && p.state == stateRevoked {
+		select {
+		case <-p.idleCh:
+		default:
+			close(p.idleCh)
+		}
+	}
+	pe := p.err
+	p.scheduleLocked()
+	fetcher := p.fetcher
+	p.mu.Unlock()
+	if failErr != nil && pe != nil {
+		cs.reportError(pe)
+	}
+	// Room was freed: the fetcher may include the partition again.
+	if fetcher >= 0 {
+		cs.fetcherFor(fetcher).poke()
+	}
+}
+
+// handle runs the handler on chunk and returns how many records finished
+// and the handler's error, if any.
+func (cs *Consumer) handle(ctx context.Context, p *cpart, gen uint64, chunk []*Record) (int, error) {
+	if cs.cfg.onBatch != nil {
+		p.mu.Lock()
+		if p.gen != gen {
+			p.mu.Unlock()
+			return 0, nil
+		}
+		p.position = chunk[len(chunk)-1].Offset + 1
+		hw := p.hw
+		p.mu.Unlock()
+		err := safeCall(func() error {
+			return cs.cfg.onBatch(ctx, &FetchBatch{Topic: p.tp.Topic, Partition: p.tp.Partition, Records: chunk, HighWatermark: hw})
+		})
+		if err != nil {
+			return 0, err
+		}
+		p.mu.Lock()
+		if p.gen == gen || p.state == stateRevoked {
+			p.processed = chunk[len(chunk)-1].Offset + 1
+		}
+		p.mu.Unlock()
+		return len(chunk), nil
+	}
+	for i, r := range chunk {
+		p.mu.Lock()
+		if p.gen != gen {
+			p.mu.Unlock()
+			return i, nil
+		}
+		p.position = r.Offset + 1
+		p.mu.Unlock()
+		if err := safeCall(func() error { return cs.cfg.onRecord(ctx, r) }); err != nil {
+			return i, err
+		}
+		p.mu.Lock()
+		if p.gen == gen || p.state == stateRevoked {
+			p.processed = r.Offset + 1
+		}
+		p.mu.Unlock()
+	}
+	return len(chunk), nil
+}
+
+// safeCall runs a handler, turning a panic into an error for that record:
+// a panicking handler must never count as a success.
+func safeCall(fn func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("riffle: handler panicked: %v", r)
+		}
+	}()
+	return fn()
+}
+
+func recordsSize(rs []*Record) int64 {
+	var n int64
+	for _, r := range rs {
+		n += int64(r.size())
+	}
+	return n
+}

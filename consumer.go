@@ -1,0 +1,442 @@
+package riffle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/riffle-go/riffle/internal/cluster"
+)
+
+// Consumer errors.
+var (
+	// ErrConsumerClosed: the consumer was closed.
+	ErrConsumerClosed = errors.New("riffle: consumer closed")
+	// ErrOffsetOutOfRange: a partition's offset is outside the log and the
+	// reset policy is ResetNone.
+	ErrOffsetOutOfRange = errors.New("riffle: offset out of range")
+	// ErrCorruptBatch: a fetched batch failed its CRC or could not be
+	// decoded; only its partition stops.
+	ErrCorruptBatch = errors.New("riffle: corrupt record batch")
+	// ErrNotAssigned: the partition is not assigned to this consumer.
+	ErrNotAssigned = errors.New("riffle: partition not assigned")
+)
+
+// Consumer reads assigned partitions and runs a handler on their records.
+//
+// Each broker has its own fetcher, fetching only the partitions it leads
+// that have buffer room, so a slow broker or partition never delays
+// another. Each partition is handled in offset order by at most one runner
+// at a time; runners for different partitions run concurrently. When a
+// partition's leader moves, only that partition moves to the new broker's
+// fetcher; an ownership epoch fences results of the old one.
+type Consumer struct {
+	c   *Client
+	cl  *cluster.Cluster
+	cfg consumerConfig
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	parts    map[TopicPartition]*cpart
+	fetchers map[int32]*fetcher
+	closed   bool
+
+	buffered atomic.Int64 // decompressed bytes buffered across partitions
+	reserved atomic.Int64 // bytes asked for by fetches in flight
+	runq     runQueue
+	wake     chan struct{} // wakes the coordinator
+}
+
+// NewConsumer returns a consumer with no partitions; add them with Assign
+// (or join a group, see the group consumer).
+func NewConsumer(c *Client, opts ...ConsumerOption) (*Consumer, error) {
+	cfg := defaultConsumerConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cs := &Consumer{
+		c: c, cl: c.cl, cfg: cfg, ctx: ctx, cancel: cancel,
+		parts:    map[TopicPartition]*cpart{},
+		fetchers: map[int32]*fetcher{},
+		wake:     make(chan struct{}, 1),
+	}
+	cs.runq.init()
+	for i := 0; i < cfg.runnerCount(); i++ {
+		cs.goOwned(cs.runner)
+	}
+	cs.goOwned(cs.coordinate)
+	return cs, nil
+}
+
+func (cs *Consumer) goOwned(fn func()) {
+	cs.wg.Add(1)
+	go func() {
+		defer cs.wg.Done()
+		fn()
+	}()
+}
+
+func (cs *Consumer) poke() {
+	select {
+	case cs.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Assignment is a partition to consume and where to start.
+type Assignment struct {
+	TopicPartition
+	Start StartOffset
+}
+
+// Assign adds partitions. A partition already assigned keeps its position.
+func (cs *Consumer) Assign(as ...Assignment) error {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.closed {
+		return ErrConsumerClosed
+	}
+	for _, a := range as {
+		if _, ok := cs.parts[a.TopicPartition]; ok {
+			continue
+		}
+		cs.cl.AddTopics(a.Topic)
+		cs.parts[a.TopicPartition] = newCPart(cs, a)
+	}
+	cs.poke()
+	return nil
+}
+
+// Unassign removes partitions: dispatch stops, a handler call in progress
+// is waited for (bounded by ctx), buffered records are dropped. It returns
+// the positions reached (the offset after the last finished record).
+func (cs *Consumer) Unassign(ctx context.Context, tps ...TopicPartition) (map[TopicPartition]int64, error) {
+	return cs.remove(ctx, false, tps)
+}
+
+// remove revokes (waits for handlers) or, when lost, cancels handlers and
+// does not wait.
+func (cs *Consumer) remove(ctx context.Context, lost bool, tps []TopicPartition) (map[TopicPartition]int64, error) {
+	cs.mu.Lock()
+	var ps []*cpart
+	for _, tp := range tps {
+		if p, ok := cs.parts[tp]; ok {
+			ps = append(ps, p)
+			delete(cs.parts, tp)
+		}
+	}
+	cs.mu.Unlock()
+	for _, p := range ps {
+		p.revoke(lost)
+	}
+	var errsOut []error
+	done := map[TopicPartition]int64{}
+	for _, p := range ps {
+		if !lost {
+			select {
+			case <-p.idle():
+			case <-ctx.Done():
+				errsOut = append(errsOut, fmt.Errorf("%s: handler still running: %w", p.tp, ctx.Err()))
+				p.cancelHandler()
+				continue
+			}
+		} else {
+			p.cancelHandler()
+		}
+		p.mu.Lock()
+		done[p.tp] = p.processed
+		p.mu.Unlock()
+	}
+	cs.poke()
+	return done, errors.Join(errsOut...)
+}
+
+// Pause stops fetching and dispatching the partitions until Resume. A
+// handler call in progress finishes; buffered records stay. Pausing lasts
+// until Resume or until the partition is unassigned.
+func (cs *Consumer) Pause(tps ...TopicPartition) {
+	cs.setPaused(tps, true)
+}
+
+// Resume resumes paused partitions, and restarts partitions stopped by an
+// error at the offset the error reported.
+func (cs *Consumer) Resume(tps ...TopicPartition) {
+	cs.setPaused(tps, false)
+}
+
+func (cs *Consumer) setPaused(tps []TopicPartition, paused bool) {
+	cs.mu.Lock()
+	var ps []*cpart
+	for _, tp := range tps {
+		if p, ok := cs.parts[tp]; ok {
+			ps = append(ps, p)
+		}
+	}
+	cs.mu.Unlock()
+	for _, p := range ps {
+		p.setPaused(paused)
+	}
+	cs.poke()
+}
+
+// PartitionStats describes one assigned partition.
+type PartitionStats struct {
+	TopicPartition
+	// Position is the next offset to hand to the handler.
+	Position int64
+	// Processed is the offset after the last record the handler finished.
+	Processed int64
+	// HighWatermark is the partition's high watermark at the last fetch.
+	HighWatermark int64
+	// BufferedRecords and BufferedBytes are fetched but not yet handled.
+	BufferedRecords int
+	BufferedBytes   int64
+	Paused          bool
+	Leader          int32
+	Err             error
+}
+
+// ConsumerStats is a snapshot of the consumer's state.
+type ConsumerStats struct {
+	// BufferedBytes is the decompressed size of all buffered records; it
+	// stays within FetchBufferBytes (plus at most one batch larger than
+	// what a fetch asked for).
+	BufferedBytes int64
+	Partitions    []PartitionStats
+}
+
+// Stats returns a snapshot of the consumer's state.
+func (cs *Consumer) Stats() ConsumerStats {
+	cs.mu.Lock()
+	ps := make([]*cpart, 0, len(cs.parts))
+	for _, p := range cs.parts {
+		ps = append(ps, p)
+	}
+	cs.mu.Unlock()
+	st := ConsumerStats{BufferedBytes: cs.buffered.Load()}
+	for _, p := range ps {
+		st.Partitions = append(st.Partitions, p.stats())
+	}
+	sort.Slice(st.Partitions, func(i, j int) bool {
+		a, b := st.Partitions[i], st.Partitions[j]
+		if a.Topic != b.Topic {
+			return a.Topic < b.Topic
+		}
+		return a.Partition < b.Partition
+	})
+	return st
+}
+
+// Close stops the consumer: dispatch stops, handler calls in progress are
+// waited for until ctx ends (then their contexts are cancelled), and every
+// goroutine is stopped before Close returns. It returns the positions
+// reached.
+func (cs *Consumer) Close(ctx context.Context) (map[TopicPartition]int64, error) {
+	cs.mu.Lock()
+	if cs.closed {
+		cs.mu.Unlock()
+		cs.wg.Wait()
+		return nil, nil
+	}
+	cs.closed = true
+	tps := make([]TopicPartition, 0, len(cs.parts))
+	for tp := range cs.parts {
+		tps = append(tps, tp)
+	}
+	cs.mu.Unlock()
+	pos, err := cs.remove(ctx, false, tps)
+	cs.cancel()
+	cs.wg.Wait()
+	return pos, err
+}
+
+// partition returns an assigned partition.
+func (cs *Consumer) partition(tp TopicPartition) *cpart {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return cs.parts[tp]
+}
+
+// coordinate assigns partitions to the fetcher of their leader, resolves
+// start offsets, and moves partitions whose leader changed. It runs on
+// every change and periodically, since leadership can move without errors.
+func (cs *Consumer) coordinate() {
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-cs.ctx.Done():
+			return
+		case <-cs.wake:
+		case <-tick.C:
+		}
+		cs.mu.Lock()
+		ps := make([]*cpart, 0, len(cs.parts))
+		for _, p := range cs.parts {
+			ps = append(ps, p)
+		}
+		cs.mu.Unlock()
+		var needOffsets []*cpart
+		snap := cs.cl.Snapshot()
+		for _, p := range ps {
+			p.mu.Lock()
+			switch {
+			case p.state == stateRevoked || p.state == stateFailed:
+			case p.state == stateNeedOffset:
+				needOffsets = append(needOffsets, p)
+			default:
+				leader := int32(-1)
+				if tm := snap.Topics[p.tp.Topic]; tm != nil {
+					if pm, ok := tm.Partition(p.tp.Partition); ok && pm.Err == nil {
+						leader = pm.Leader
+						p.leaderEpoch = pm.LeaderEpoch
+					}
+				}
+				if leader < 0 {
+					cs.cl.TriggerMetadata()
+				}
+				if leader != p.fetcher {
+					// Only this partition moves; results of the old
+					// fetcher are fenced by the new epoch. Buffered
+					// records stay and are delivered first.
+					p.epoch++
+					p.fetcher = leader
+					if leader >= 0 {
+						cs.fetcherFor(leader).poke()
+					}
+				}
+			}
+			p.mu.Unlock()
+		}
+		if len(needOffsets) > 0 {
+			cs.resolveOffsets(needOffsets)
+		}
+		cs.mu.Lock()
+		fs := make([]*fetcher, 0, len(cs.fetchers))
+		for _, f := range cs.fetchers {
+			fs = append(fs, f)
+		}
+		cs.mu.Unlock()
+		for _, f := range fs {
+			f.poke()
+		}
+	}
+}
+
+// resolveOffsets turns symbolic start offsets into exact ones.
+func (cs *Consumer) resolveOffsets(ps []*cpart) {
+	byTS := map[int64][]*cpart{}
+	for _, p := range ps {
+		p.mu.Lock()
+		ts := int64(-1)
+		switch p.start.kind {
+		case 0:
+			p.fetchOffset, p.position, p.processed = p.start.at, p.start.at, p.start.at
+			p.state = stateFetching
+			p.mu.Unlock()
+			continue
+		case 1:
+			ts = OffsetEarliest
+		case 2:
+			ts = OffsetLatest
+		case 3:
+			ts = p.start.at
+		}
+		p.mu.Unlock()
+		byTS[ts] = append(byTS[ts], p)
+	}
+	for ts, group := range byTS {
+		topics := map[string]bool{}
+		for _, p := range group {
+			topics[p.tp.Topic] = true
+		}
+		var names []string
+		for t := range topics {
+			names = append(names, t)
+		}
+		ctx, cancel := context.WithTimeout(cs.ctx, cs.c.cfg.retryTimeout)
+		offs, err := cs.c.Admin().ListOffsets(ctx, ts, names...)
+		cancel()
+		if err != nil {
+			if cs.ctx.Err() == nil {
+				cs.c.log.Warn("resolving start offsets failed; retrying", "err", err)
+			}
+			continue
+		}
+		got := map[TopicPartition]ListedOffset{}
+		for _, o := range offs {
+			got[TopicPartition{o.Topic, o.Partition}] = o
+		}
+		for _, p := range group {
+			o, ok := got[p.tp]
+			if !ok || o.Err != nil {
+				continue
+			}
+			off := o.Offset
+			if off < 0 { // no record at or after the timestamp
+				if lo, err := cs.c.Admin().ListOffsets(cs.ctx, OffsetLatest, p.tp.Topic); err == nil {
+					for _, x := range lo {
+						if x.Partition == p.tp.Partition {
+							off = x.Offset
+						}
+					}
+				}
+			}
+			if off < 0 {
+				continue
+			}
+			p.mu.Lock()
+			if p.state == stateNeedOffset {
+				p.fetchOffset, p.position, p.processed = off, off, off
+				p.state = stateFetching
+			}
+			p.mu.Unlock()
+		}
+	}
+	cs.poke()
+}
+
+func (cs *Consumer) fetcherFor(node int32) *fetcher {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	f, ok := cs.fetchers[node]
+	if ok {
+		return f
+	}
+	f = &fetcher{cs: cs, node: node, wake: make(chan struct{}, 1)}
+	cs.fetchers[node] = f
+	if cs.ctx.Err() == nil {
+		cs.goOwned(f.loop)
+	}
+	return f
+}
+
+// ownedBy lists the assigned partitions (each one's want decides whether
+// node's fetcher owns it).
+func (cs *Consumer) ownedBy(node int32) []*cpart {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	out := make([]*cpart, 0, len(cs.parts))
+	for _, p := range cs.parts {
+		out = append(out, p)
+	}
+	return out
+}
+
+func (cs *Consumer) reportError(pe *PartitionError) {
+	cs.c.log.Warn("partition stopped", "topic", pe.Topic, "partition", pe.Partition, "offset", pe.Offset, "err", pe.Err)
+	if cs.cfg.onError != nil {
+		cs.cfg.onError(pe)
+	}
+}

@@ -1,0 +1,248 @@
+package riffle
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/riffle-go/riffle/internal/errs"
+)
+
+// TopicPartition names a partition.
+type TopicPartition struct {
+	Topic     string
+	Partition int32
+}
+
+func (tp TopicPartition) String() string { return fmt.Sprintf("%s[%d]", tp.Topic, tp.Partition) }
+
+// StartOffset says where consumption of a partition starts.
+type StartOffset struct {
+	kind int8 // 0 exact, 1 earliest, 2 latest, 3 timestamp
+	at   int64
+}
+
+// AtEarliest starts at the log start offset.
+func AtEarliest() StartOffset { return StartOffset{kind: 1} }
+
+// AtLatest starts at the high watermark: only records produced from now on.
+func AtLatest() StartOffset { return StartOffset{kind: 2} }
+
+// AtOffset starts at an exact offset (reset policy applies if it is out of
+// range).
+func AtOffset(o int64) StartOffset { return StartOffset{kind: 0, at: o} }
+
+// AtTime starts at the first record whose timestamp is at or after t.
+func AtTime(t time.Time) StartOffset { return StartOffset{kind: 3, at: t.UnixMilli()} }
+
+func (s StartOffset) String() string {
+	switch s.kind {
+	case 1:
+		return "earliest"
+	case 2:
+		return "latest"
+	case 3:
+		return fmt.Sprintf("time %d", s.at)
+	}
+	return fmt.Sprintf("offset %d", s.at)
+}
+
+// ResetPolicy says what to do when a partition's offset is out of range.
+type ResetPolicy int8
+
+// Reset policies (Java's auto.offset.reset).
+const (
+	// ResetLatest jumps to the high watermark (the Java default).
+	ResetLatest ResetPolicy = iota
+	// ResetEarliest jumps to the log start offset.
+	ResetEarliest
+	// ResetNone stops the partition with an ErrOffsetOutOfRange error.
+	ResetNone
+)
+
+// IsolationLevel selects which transactional records are read.
+type IsolationLevel int8
+
+// Isolation levels.
+const (
+	// ReadUncommitted reads every record (the Java default).
+	ReadUncommitted IsolationLevel = 0
+	// ReadCommitted reads only committed transactional records, up to the
+	// last stable offset; aborted transactions are filtered out.
+	ReadCommitted IsolationLevel = 1
+)
+
+// FetchBatch is what a batch handler receives: records of one partition in
+// offset order.
+type FetchBatch struct {
+	Topic         string
+	Partition     int32
+	Records       []*Record
+	HighWatermark int64
+}
+
+// PartitionError reports a partition that stopped: a handler error (Offset
+// is the failed record, which will be redelivered on resume), a corrupt
+// batch, or an out-of-range offset under ResetNone.
+type PartitionError struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Err       error
+}
+
+func (e *PartitionError) Error() string {
+	return fmt.Sprintf("%s[%d] at offset %d: %v", e.Topic, e.Partition, e.Offset, e.Err)
+}
+
+func (e *PartitionError) Unwrap() error { return e.Err }
+
+// ConsumerOption configures a Consumer.
+type ConsumerOption func(*consumerConfig)
+
+type consumerConfig struct {
+	onRecord        func(context.Context, *Record) error
+	onBatch         func(context.Context, *FetchBatch) error
+	onError         func(*PartitionError)
+	runners         int
+	reset           ResetPolicy
+	isolation       IsolationLevel
+	fetchMaxWait    time.Duration
+	fetchMinBytes   int32
+	fetchMaxBytes   int32
+	partitionMax    int32
+	maxBuffered     int64
+	partitionBuffer int64
+	checkCRC        bool
+	maxDecompressed int
+	maxBatchRecords int
+}
+
+func defaultConsumerConfig() consumerConfig {
+	return consumerConfig{
+		runners:         0, // one per partition up to GOMAXPROCS*4
+		reset:           ResetLatest,
+		fetchMaxWait:    500 * time.Millisecond,
+		fetchMinBytes:   1,
+		fetchMaxBytes:   50 << 20,
+		partitionMax:    1 << 20,
+		maxBuffered:     64 << 20,
+		partitionBuffer: 4 << 20,
+		checkCRC:        true,
+		maxDecompressed: 128 << 20,
+		maxBatchRecords: 1000,
+	}
+}
+
+func (c *consumerConfig) validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: consumer: "+format, append([]any{errs.ErrConfig}, args...)...)
+	}
+	switch {
+	case c.onRecord == nil && c.onBatch == nil:
+		return bad("no handler (use HandleRecord or HandleBatch)")
+	case c.onRecord != nil && c.onBatch != nil:
+		return bad("both HandleRecord and HandleBatch set")
+	case c.runners < 0:
+		return bad("negative runner count")
+	case c.fetchMaxWait < 0 || c.fetchMaxWait > 5*time.Minute:
+		return bad("fetch max wait %v out of range", c.fetchMaxWait)
+	case c.partitionMax < 1<<10 || c.fetchMaxBytes < c.partitionMax:
+		return bad("fetch sizes: partition max %d, fetch max %d", c.partitionMax, c.fetchMaxBytes)
+	case c.maxBuffered < int64(c.partitionMax):
+		return bad("buffer budget %d below partition max bytes %d", c.maxBuffered, c.partitionMax)
+	case c.partitionBuffer < 1:
+		return bad("partition buffer must be positive")
+	case c.maxBatchRecords < 1:
+		return bad("max batch records must be positive")
+	}
+	return nil
+}
+
+func (c *consumerConfig) runnerCount() int {
+	if c.runners > 0 {
+		return c.runners
+	}
+	return runtime.GOMAXPROCS(0) * 4
+}
+
+// HandleRecord sets the per-record handler. It is called for one record at
+// a time per partition, in offset order; different partitions run
+// concurrently. Returning an error stops the partition at that record
+// (see OnPartitionError). ctx is cancelled when the partition is lost or
+// the consumer closes.
+func HandleRecord(fn func(ctx context.Context, r *Record) error) ConsumerOption {
+	return func(c *consumerConfig) { c.onRecord = fn }
+}
+
+// HandleBatch sets the per-batch handler: it receives up to
+// MaxBatchRecords buffered records of one partition at a time. An error
+// stops the partition at the batch's first record.
+func HandleBatch(fn func(ctx context.Context, b *FetchBatch) error) ConsumerOption {
+	return func(c *consumerConfig) { c.onBatch = fn }
+}
+
+// OnPartitionError is called when a partition stops (handler error,
+// corrupt batch, offset out of range with ResetNone). Other partitions
+// keep flowing. Resume restarts the partition at the reported offset.
+func OnPartitionError(fn func(*PartitionError)) ConsumerOption {
+	return func(c *consumerConfig) { c.onError = fn }
+}
+
+// Runners caps how many handler calls run at once across partitions. The
+// default is one per assigned partition, up to GOMAXPROCS*4 (like kafkajs'
+// partitionsConsumedConcurrently): handlers are often I/O bound, so more
+// runners than cores pays, while the cap keeps a consumer of thousands of
+// partitions from spawning thousands of goroutines. When partitions
+// outnumber runners, ready partitions are served in FIFO order and each
+// gets at most one batch before yielding.
+func Runners(n int) ConsumerOption { return func(c *consumerConfig) { c.runners = n } }
+
+// OffsetReset sets the policy for out-of-range offsets (default ResetLatest).
+func OffsetReset(p ResetPolicy) ConsumerOption { return func(c *consumerConfig) { c.reset = p } }
+
+// Isolation sets the isolation level (default ReadUncommitted).
+func Isolation(l IsolationLevel) ConsumerOption { return func(c *consumerConfig) { c.isolation = l } }
+
+// FetchMaxWait is how long a broker may hold a fetch waiting for data
+// (default 500 ms).
+func FetchMaxWait(d time.Duration) ConsumerOption {
+	return func(c *consumerConfig) { c.fetchMaxWait = d }
+}
+
+// FetchMaxBytes caps one fetch response (default 50 MiB).
+func FetchMaxBytes(n int32) ConsumerOption { return func(c *consumerConfig) { c.fetchMaxBytes = n } }
+
+// FetchPartitionMaxBytes caps one partition in a fetch response (default
+// 1 MiB, Java's max.partition.fetch.bytes).
+func FetchPartitionMaxBytes(n int32) ConsumerOption {
+	return func(c *consumerConfig) { c.partitionMax = n }
+}
+
+// FetchBufferBytes is the byte budget of fetched, decompressed records
+// waiting for handlers, across all partitions (default 64 MiB). Fetching
+// asks for no more than the budget has room for.
+func FetchBufferBytes(n int64) ConsumerOption { return func(c *consumerConfig) { c.maxBuffered = n } }
+
+// PartitionBufferBytes caps one partition's buffered records (default
+// 4 MiB): a partition whose handler lags stops being fetched until it
+// catches up, without stalling other partitions.
+func PartitionBufferBytes(n int64) ConsumerOption {
+	return func(c *consumerConfig) { c.partitionBuffer = n }
+}
+
+// CheckCRC turns CRC-32C verification of fetched batches on or off
+// (default on).
+func CheckCRC(on bool) ConsumerOption { return func(c *consumerConfig) { c.checkCRC = on } }
+
+// MaxDecompressedBytes bounds one batch's decompressed size (default
+// 128 MiB); a bigger batch (a decompression bomb) stops its partition with
+// an error instead of exhausting memory.
+func MaxDecompressedBytes(n int) ConsumerOption {
+	return func(c *consumerConfig) { c.maxDecompressed = n }
+}
+
+// MaxBatchRecords caps the records given to one HandleBatch call (default
+// 1000).
+func MaxBatchRecords(n int) ConsumerOption { return func(c *consumerConfig) { c.maxBatchRecords = n } }
