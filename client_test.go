@@ -80,16 +80,15 @@ func TestBootstrapWithDeadSeeds(t *testing.T) {
 	if len(brokers) != 1 {
 		t.Fatalf("brokers %v", brokers)
 	}
-	// The seeds are tried in order, staggered: both dead ones, then the
-	// live one, which wins; the dead dials were cancelled, not waited out.
-	if got := d.dials.Load(); got != 3 {
-		t.Fatalf("dials = %d (%v), want 3", got, d.order)
+	// The seeds are tried in a random order, staggered: the dead ones
+	// dialed before the live one were cancelled once it won, not waited
+	// out, and nothing was dialed after it.
+	dials := int(d.dials.Load())
+	if dials < 1 || dials > 3 || d.order[dials-1] != live {
+		t.Fatalf("dial order %v: the live seed must be dialed last", d.order)
 	}
-	if got := d.cancelled.Load(); got != 2 {
-		t.Fatalf("cancelled dead dials = %d, want 2", got)
-	}
-	if d.order[2] != live {
-		t.Fatalf("dial order %v", d.order)
+	if got := int(d.cancelled.Load()); got != dials-1 {
+		t.Fatalf("cancelled dead dials = %d, want %d (every dead dial started)", got, dials-1)
 	}
 }
 

@@ -64,18 +64,16 @@ func TestBootstrapThroughBlackholes(t *testing.T) {
 	if _, err := cl.Brokers(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// Three attempts: two blackholes (cancelled once the live seed won)
-	// and the live one.
-	if n := h.connects.Load(); n != 3 {
-		t.Fatalf("%d connection attempts, want 3", n)
-	}
+	// Seeds are tried in random order: every blackhole dialed before the
+	// live seed was cancelled once it won, and the live one succeeded.
+	n := int(h.connects.Load())
 	var cancelled int
 	for _, e := range h.errs() {
 		if strings.Contains(e, "context canceled") {
 			cancelled++
 		}
 	}
-	if cancelled != 2 {
-		t.Fatalf("%d cancelled dials (%v), want the 2 blackholes", cancelled, h.errs())
+	if n < 1 || n > 3 || cancelled != n-1 || len(h.errs()) != n-1 {
+		t.Fatalf("%d attempts, %d cancelled, errors %v", n, cancelled, h.errs())
 	}
 }

@@ -265,8 +265,8 @@ func (c *Cluster) applyBrokerChanges(changes []BrokerChange) {
 }
 
 // anyCandidates lists addresses an "any broker" request may use, known
-// brokers first (they are the live cluster, shuffled to spread load), then
-// seeds; addresses backing
+// brokers first (they are the live cluster), then seeds, each group
+// shuffled; addresses backing
 // off are left out, but if that leaves nothing, everything is tried so a
 // caller never fails without a single attempt.
 func (c *Cluster) anyCandidates() ([]*broker, map[string]error) {
@@ -279,9 +279,11 @@ func (c *Cluster) anyCandidates() ([]*broker, map[string]error) {
 		known = append(known, b)
 	}
 	rand.Shuffle(len(known), func(i, j int) { known[i], known[j] = known[j], known[i] })
-	// Seeds keep the user's order: it is a preference, and with staggered
-	// dialing a dead first seed costs one stagger delay, not a timeout.
-	seeds := c.seeds
+	// Seeds are shuffled too, as the Java client does: load spreads
+	// across them, and with staggered dialing each dead seed ahead of a
+	// live one costs one stagger delay, never a TCP timeout.
+	seeds := append([]*broker(nil), c.seeds...)
+	rand.Shuffle(len(seeds), func(i, j int) { seeds[i], seeds[j] = seeds[j], seeds[i] })
 	skipped := map[string]error{}
 	for _, b := range append(known, seeds...) {
 		all = append(all, b)
