@@ -144,12 +144,21 @@ func (cs *Consumer) remove(ctx context.Context, lost bool, tps []TopicPartition)
 	done := map[TopicPartition]int64{}
 	for _, p := range ps {
 		if !lost {
+			// An idle partition wins over an expired ctx: select picks
+			// at random among ready cases, so once ctx had ended while
+			// waiting for one slow handler, every later partition,
+			// idle or not, would randomly lose its position.
+			idle := p.idle()
 			select {
-			case <-p.idle():
-			case <-ctx.Done():
-				errsOut = append(errsOut, fmt.Errorf("%s: handler still running: %w", p.tp, ctx.Err()))
-				p.cancelHandler()
-				continue
+			case <-idle:
+			default:
+				select {
+				case <-idle:
+				case <-ctx.Done():
+					errsOut = append(errsOut, fmt.Errorf("%s: handler still running: %w", p.tp, ctx.Err()))
+					p.cancelHandler()
+					continue
+				}
 			}
 		} else {
 			p.cancelHandler()

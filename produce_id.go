@@ -77,6 +77,7 @@ func (p *Producer) idLoop() {
 		p.id.id = producer.Identity{ID: -1, Epoch: -1}
 		p.id.mu.Unlock()
 	}
+	var next *producer.Identity // obtained by a bump, not yet installed
 	for {
 		select {
 		case <-p.ctx.Done():
@@ -106,17 +107,27 @@ func (p *Producer) idLoop() {
 				p.resetAll(cur)
 				continue
 			}
-			id, err := p.initProducerID(&cur)
-			if err != nil {
-				if p.ctx.Err() == nil {
-					p.c.log.Warn("producer epoch bump failed; retrying", "err", err)
-					p.sleep(p.c.cfg.retryBackoff.Max)
-					p.id.poke()
+			if next == nil {
+				id, err := p.initProducerID(&cur)
+				if err != nil {
+					if p.ctx.Err() == nil {
+						p.c.log.Warn("producer epoch bump failed; retrying", "err", err)
+						p.sleep(p.c.cfg.retryBackoff.Max)
+						p.id.poke()
+					}
+					continue
 				}
+				next = &id
+			}
+			if !p.resetAll(*next) {
+				// A partition stopped being quiesced (it cannot while
+				// bumping, but never reset one that is not): retry.
+				p.sleep(p.c.cfg.retryBackoff.Base)
+				p.id.poke()
 				continue
 			}
-			p.c.log.Info("producer epoch bumped", "producer_id", id.ID, "epoch", id.Epoch)
-			p.resetAll(id)
+			p.c.log.Info("producer epoch bumped", "producer_id", next.ID, "epoch", next.Epoch)
+			next = nil
 		}
 	}
 }
@@ -147,18 +158,22 @@ func (p *Producer) allQuiesced() bool {
 // resetAll installs a new identity and restarts every partition's
 // sequences. Safe because every partition is quiesced and, while bumping,
 // none pins or sends anything but unknown-outcome batches (there are none).
-func (p *Producer) resetAll(id producer.Identity) {
+func (p *Producer) resetAll(id producer.Identity) bool {
 	for _, ts := range *p.topics.Load() {
 		for _, part := range ts.partitions() {
 			part.mu.Lock()
-			part.seq.Reset()
+			ok := part.seq.Reset()
 			part.mu.Unlock()
+			if !ok {
+				return false
+			}
 		}
 	}
 	p.id.mu.Lock()
 	p.id.id, p.id.bumping = id, false
 	p.id.mu.Unlock()
 	p.wakeAll()
+	return true
 }
 
 // initProducerID asks for a producer id. With cur (KIP-360, InitProducerId

@@ -41,9 +41,14 @@ func newPartState(p *Producer, t *topicState, id int32) *partState {
 // producer lingers 0, or for synchronous produce.
 func (s *partState) append(br *batch.Record, pr pendingRecord, sync bool) {
 	s.mu.Lock()
+	if s.failed == nil && s.p.ctx.Err() != nil {
+		// The producer closed while this record was on its way here
+		// (looking up a new topic, say); nothing would send it.
+		s.failed = ErrProducerClosed
+	}
 	if s.failed != nil {
 		s.mu.Unlock()
-		s.p.buf.release(int64(pr.size), 1)
+		s.p.buf.releaseOne(int64(pr.size), pr.gen)
 		pr.fn(pr.rec, s.failed)
 		return
 	}
@@ -57,7 +62,7 @@ func (s *partState) append(br *batch.Record, pr pendingRecord, sync bool) {
 		if !s.bld.Add(br) {
 			s.mu.Unlock()
 			s.failBad(bad)
-			s.p.buf.release(int64(pr.size), 1)
+			s.p.buf.releaseOne(int64(pr.size), pr.gen)
 			pr.fn(pr.rec, fmt.Errorf("%s[%d]: %w", s.topic.name, s.id, ErrRecordTooLarge))
 			return
 		}
@@ -208,8 +213,8 @@ func (s *partState) failAll(ctxErr error) {
 	}
 	for _, b := range batches {
 		err := fmt.Errorf("%s[%d]: %w: never sent", s.topic.name, s.id, cause)
-		if b.Attempts > 0 {
-			err = fmt.Errorf("%s[%d]: %w: outcome unknown, the batch was sent %d times", s.topic.name, s.id, cause, b.Attempts)
+		if b.MaybeWritten() {
+			err = fmt.Errorf("%s[%d]: %w: outcome unknown, the records may have been written", s.topic.name, s.id, cause)
 		}
 		s.p.finish(b.Payload.(*pbatch), s.topic.name, s.id, -1, err)
 	}

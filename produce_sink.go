@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/riffle-go/riffle/internal/cluster"
 	"github.com/riffle-go/riffle/internal/conn"
@@ -24,7 +25,9 @@ type sink struct {
 	ready map[*partState]struct{}
 	wake  chan struct{}
 
-	inflight chan *sentReq // FIFO from loop to handler
+	inflight    chan *sentReq // FIFO from loop to handler
+	outstanding atomic.Int32  // requests sent and not yet handled
+	connID      uint64        // connection the outstanding requests use
 }
 
 // sentReq is one produce request on the wire and what it carried.
@@ -55,6 +58,8 @@ func (p *Producer) sinkFor(node int32) *sink {
 		inflight: make(chan *sentReq, p.c.cfg.maxInflight),
 	}
 	p.sinks[node] = s
+	// Checked under sinksMu, which Close holds while cancelling: a sink
+	// is either started before Close waits, or never.
 	if p.ctx.Err() == nil {
 		p.goOwned(s.loop)
 		p.goOwned(s.handle)
@@ -72,8 +77,6 @@ func (s *sink) add(part *partState) {
 	default:
 	}
 }
-
-func (s *sink) stopTimers() {}
 
 func (s *sink) loop() {
 	defer close(s.inflight)
@@ -105,7 +108,38 @@ func (s *sink) sendOnce() bool {
 	if len(parts) == 0 {
 		return false
 	}
-	id, bumping := s.p.id.current()
+	// The connection comes first: a batch is only taken (and numbered)
+	// when it can go out at once.
+	cn, err := s.p.cl.Conn(s.p.ctx, s.node, cluster.ClassProduce)
+	if err != nil {
+		if s.p.ctx.Err() != nil {
+			return false
+		}
+		// Nothing was sent: back the partitions off and let metadata
+		// say whether the leader moved.
+		s.p.cl.TriggerMetadata()
+		for _, part := range parts {
+			part.mu.Lock()
+			part.backoffLocked()
+			part.wakeLocked()
+			part.mu.Unlock()
+		}
+		return false
+	}
+	if cn.ID() != s.connID {
+		// A new connection to this broker: requests still outstanding on
+		// the old one could be answered after requests sent on the new
+		// one, breaking per-partition order. Wait for them to drain.
+		if s.outstanding.Load() > 0 {
+			s.mu.Lock()
+			for _, part := range parts {
+				s.ready[part] = struct{}{}
+			}
+			s.mu.Unlock()
+			return false
+		}
+		s.connID = cn.ID()
+	}
 	var items []sentItem
 	size := 0
 	for _, part := range parts {
@@ -127,6 +161,10 @@ func (s *sink) sendOnce() bool {
 			part.mu.Unlock()
 			continue
 		}
+		// Read the identity under the partition lock: the epoch bump
+		// checks quiescence under the same lock, so a batch is never
+		// numbered with an identity that is being replaced.
+		id, bumping := s.p.id.current()
 		b, epoch := part.seq.Next(s.node, id, bumping)
 		if b != nil {
 			pb := b.Payload.(*pbatch)
@@ -142,16 +180,13 @@ func (s *sink) sendOnce() bool {
 		return false
 	}
 	req := s.p.buildRequest(items)
-	sr := &sentReq{items: items}
-	cn, err := s.p.cl.Conn(s.p.ctx, s.node, cluster.ClassProduce)
-	if err == nil {
-		sr.cn = cn
-		sr.pend, err = cn.Send(s.p.ctx, req)
-	}
-	sr.sendErr = err
+	sr := &sentReq{items: items, cn: cn}
+	sr.pend, sr.sendErr = cn.Send(s.p.ctx, req)
+	s.outstanding.Add(1)
 	select {
 	case s.inflight <- sr:
 	case <-s.p.ctx.Done():
+		s.outstanding.Add(-1)
 		return false
 	}
 	// Partitions with more batches can pipeline (the state machine says
@@ -205,16 +240,27 @@ func (s *sink) handle() {
 			s.p.cl.TriggerMetadata()
 		}
 		for _, it := range sr.items {
-			s.p.complete(s.node, it, pr, err)
+			s.p.complete(s.node, it, pr, err, sr.pend == nil)
+		}
+		if s.outstanding.Add(-1) == 0 {
+			select {
+			case s.wake <- struct{}{}:
+			default:
+			}
 		}
 	}
 }
 
 // complete applies one partition's result to its state machine and acts
 // on the answer.
-func (p *Producer) complete(node int32, it sentItem, pr *kmsg.ProduceResponse, reqErr error) {
+func (p *Producer) complete(node int32, it sentItem, pr *kmsg.ProduceResponse, reqErr error, notSent bool) {
 	part := it.part
 	outcome, baseOffset, logStart, perr := classify(part, pr, reqErr, p.cfg.acks)
+	if notSent && reqErr != nil {
+		// Send failed before anything was written: certainly not
+		// written, so the batch stays free to expire or renumber.
+		outcome = producer.Retry
+	}
 	part.mu.Lock()
 	res := part.seq.Done(it.b, it.epoch, outcome, baseOffset, logStart)
 	if res.Completed != nil {
@@ -289,8 +335,16 @@ func classify(part *partState, pr *kmsg.ProduceResponse, reqErr error, acks Acks
 			case kafkaerr.RequestTimedOut, kafkaerr.NotEnoughReplicasAfterAppend, kafkaerr.NetworkException:
 				return producer.Unknown, -1, rp.LogStartOffset, err
 			}
-			if kafkaerr.Typed(rp.ErrorCode).Retriable && rp.ErrorCode != kafkaerr.CorruptMessage {
+			switch rp.ErrorCode {
+			case kafkaerr.UnknownTopicOrPartition, kafkaerr.LeaderNotAvailable, kafkaerr.NotEnoughReplicas:
+				// Checked before the append: certainly not written.
 				return producer.Retry, -1, rp.LogStartOffset, err
+			}
+			if kafkaerr.Typed(rp.ErrorCode).Retriable && rp.ErrorCode != kafkaerr.CorruptMessage {
+				// Other retriable errors (NOT_LEADER_OR_FOLLOWER after a
+				// leader change during the replica wait, storage errors)
+				// may come after the append: the outcome is unknown.
+				return producer.Unknown, -1, rp.LogStartOffset, err
 			}
 			if rp.ErrorMessage != nil && *rp.ErrorMessage != "" {
 				err = fmt.Errorf("%w: %s", err, *rp.ErrorMessage)

@@ -56,8 +56,9 @@ type Producer struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	closed atomic.Bool
-	buf    limiter
+	closed    atomic.Bool
+	closeDone chan struct{} // closed when Close finished
+	buf       limiter
 
 	topicsMu sync.Mutex
 	topics   atomic.Pointer[map[string]*topicState]
@@ -85,7 +86,8 @@ func NewProducer(c *Client, opts ...ProducerOption) (*Producer, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Producer{
 		c: c, cl: c.cl, cfg: cfg, ctx: ctx, cancel: cancel,
-		sinks: map[int32]*sink{},
+		sinks:     map[int32]*sink{},
+		closeDone: make(chan struct{}),
 	}
 	p.buf.init(cfg.maxBufferedBytes, cfg.maxBufferedRecords)
 	empty := map[string]*topicState{}
@@ -117,6 +119,7 @@ type pendingRecord struct {
 	rec  *Record
 	fn   func(*Record, error)
 	size int
+	gen  uint64 // flush generation
 }
 
 // pbatch is the payload of a sealed batch in the sequence state machine.
@@ -130,7 +133,10 @@ type pbatch struct {
 }
 
 // Produce buffers rec for sending and calls fn exactly once with the
-// outcome (fn may be nil). It blocks only while the buffer is full (see
+// outcome (fn may be nil). Callbacks of one partition run in order on the
+// producer's goroutines: they must be fast and must not block (producing
+// again from a callback is fine unless the buffer is full and FailFast is
+// off). It blocks only while the buffer is full (see
 // MaxBufferedBytes, FailFast) or the topic's metadata is first looked up,
 // and returns when ctx ends; in that case fn is called with ctx's error.
 // After the record is written, rec.Partition and rec.Offset are set.
@@ -164,11 +170,12 @@ func (p *Producer) produce(ctx context.Context, rec *Record, fn func(*Record, er
 		return
 	}
 	size := rec.size()
-	if err := p.buf.acquire(ctx, int64(size), p.cfg.failFast); err != nil {
+	gen, err := p.buf.acquire(ctx, int64(size), p.cfg.failFast)
+	if err != nil {
 		fn(rec, err)
 		return
 	}
-	release := func() { p.buf.release(int64(size), 1) }
+	release := func() { p.buf.releaseOne(int64(size), gen) }
 	ts, err := p.topic(ctx, rec.Topic)
 	if err != nil {
 		release()
@@ -186,7 +193,7 @@ func (p *Producer) produce(ctx context.Context, rec *Record, fn func(*Record, er
 		fn(rec, err)
 		return
 	}
-	part.append(&br, pendingRecord{rec: rec, fn: fn, size: size}, sync)
+	part.append(&br, pendingRecord{rec: rec, fn: fn, size: size, gen: gen}, sync)
 }
 
 // ProduceSync produces recs and waits for all of them; it does not wait for
@@ -223,17 +230,18 @@ func (p *Producer) ProduceSync(ctx context.Context, recs ...*Record) error {
 }
 
 // Flush sends every buffered record without waiting for linger and waits
-// until every record produced before Flush returns has its outcome, or ctx
-// ends.
+// until every record produced before Flush was called has its outcome, or
+// ctx ends. Records produced meanwhile do not delay it.
 func (p *Producer) Flush(ctx context.Context) error {
+	mark := p.buf.flushMark()
 	for {
 		for _, ts := range *p.topics.Load() {
 			for _, part := range ts.partitions() {
 				part.flush()
 			}
 		}
-		ch, empty := p.buf.emptyCh()
-		if empty {
+		ch, pending := p.buf.pendingBefore(mark)
+		if !pending {
 			return nil
 		}
 		select {
@@ -250,23 +258,23 @@ func (p *Producer) Flush(ctx context.Context) error {
 // goroutine of the producer has stopped. Close does not close the Client.
 func (p *Producer) Close(ctx context.Context) error {
 	if p.closed.Swap(true) {
-		p.wg.Wait()
+		select {
+		case <-p.closeDone:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 		return nil
 	}
+	defer close(p.closeDone)
 	ferr := p.Flush(ctx)
+	p.sinksMu.Lock()
 	p.cancel()
+	p.sinksMu.Unlock()
 	p.wg.Wait()
 	for _, ts := range *p.topics.Load() {
 		for _, part := range ts.partitions() {
 			part.failAll(ctx.Err())
 		}
-	}
-	p.sinksMu.Lock()
-	sinks := p.sinks
-	p.sinks = map[int32]*sink{}
-	p.sinksMu.Unlock()
-	for _, s := range sinks {
-		s.stopTimers()
 	}
 	if ferr != nil {
 		return fmt.Errorf("producer closed before every record was delivered: %w", ferr)
@@ -387,22 +395,35 @@ func (t *topicState) pick(p *Producer, rec *Record) (*partState, error) {
 	return parts[i], nil
 }
 
-// limiter bounds buffered bytes and records. Waiters block on a channel
-// that is replaced on every release, so they can also watch a context.
+// limiter bounds buffered bytes and records, and tracks which flush
+// generation each buffered record belongs to, so Flush waits only for the
+// records produced before it, however fast others keep producing. Waiters
+// block on a channel that is replaced on every release, so they can also
+// watch a context.
 type limiter struct {
-	mu           sync.Mutex
-	bytes, recs  int64
-	maxB, maxR   int64
-	changed      chan struct{}
-	emptyWaiters chan struct{}
+	mu          sync.Mutex
+	bytes, recs int64
+	maxB, maxR  int64
+	gen         uint64           // generation of records produced now
+	outstanding map[uint64]int64 // records not yet finished, per generation
+	changed     chan struct{}
+}
+
+// genCount is a number of records of one flush generation.
+type genCount struct {
+	gen uint64
+	n   int64
 }
 
 func (l *limiter) init(maxB, maxR int64) {
 	l.maxB, l.maxR = maxB, maxR
 	l.changed = make(chan struct{})
+	l.outstanding = map[uint64]int64{}
 }
 
-func (l *limiter) acquire(ctx context.Context, n int64, failFast bool) error {
+// acquire reserves room for one record of n bytes and returns the flush
+// generation the record belongs to.
+func (l *limiter) acquire(ctx context.Context, n int64, failFast bool) (uint64, error) {
 	for {
 		l.mu.Lock()
 		// A record larger than the whole buffer is admitted alone, so it
@@ -410,47 +431,63 @@ func (l *limiter) acquire(ctx context.Context, n int64, failFast bool) error {
 		if (l.bytes+n <= l.maxB || l.bytes == 0) && l.recs < l.maxR {
 			l.bytes += n
 			l.recs++
+			g := l.gen
+			l.outstanding[g]++
 			l.mu.Unlock()
-			return nil
+			return g, nil
 		}
 		ch := l.changed
 		l.mu.Unlock()
 		if failFast {
-			return ErrBufferFull
+			return 0, ErrBufferFull
 		}
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return fmt.Errorf("waiting for producer buffer space: %w", ctx.Err())
+			return 0, fmt.Errorf("waiting for producer buffer space: %w", ctx.Err())
 		}
 	}
 }
 
-func (l *limiter) release(n, recs int64) {
+func (l *limiter) release(n int64, gens []genCount) {
 	l.mu.Lock()
 	l.bytes -= n
-	l.recs -= recs
+	for _, g := range gens {
+		l.recs -= g.n
+		if l.outstanding[g.gen] -= g.n; l.outstanding[g.gen] <= 0 {
+			delete(l.outstanding, g.gen)
+		}
+	}
 	close(l.changed)
 	l.changed = make(chan struct{})
-	if l.recs == 0 && l.emptyWaiters != nil {
-		close(l.emptyWaiters)
-		l.emptyWaiters = nil
-	}
 	l.mu.Unlock()
 }
 
-// emptyCh returns a channel closed when nothing is buffered, or empty=true
-// if that is already the case.
-func (l *limiter) emptyCh() (<-chan struct{}, bool) {
+// releaseOne releases a single record that never entered a batch.
+func (l *limiter) releaseOne(n int64, gen uint64) {
+	l.release(n, []genCount{{gen, 1}})
+}
+
+// flushMark starts a new generation and returns the first generation that
+// a flush started now does not wait for.
+func (l *limiter) flushMark() uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.recs == 0 {
-		return nil, true
+	l.gen++
+	return l.gen
+}
+
+// pendingBefore returns whether records of generations below g are still
+// outstanding, and a channel that changes when that may have changed.
+func (l *limiter) pendingBefore(g uint64) (<-chan struct{}, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for gen := range l.outstanding {
+		if gen < g {
+			return l.changed, true
+		}
 	}
-	if l.emptyWaiters == nil {
-		l.emptyWaiters = make(chan struct{})
-	}
-	return l.emptyWaiters, false
+	return nil, false
 }
 
 // finish fires the callbacks of a batch exactly once.
@@ -459,6 +496,14 @@ func (p *Producer) finish(b *pbatch, topic string, partition int32, baseOffset i
 		return
 	}
 	var bytes int64
+	var gens []genCount
+	for _, pr := range b.recs {
+		if n := len(gens); n > 0 && gens[n-1].gen == pr.gen {
+			gens[n-1].n++
+		} else {
+			gens = append(gens, genCount{pr.gen, 1})
+		}
+	}
 	for i, pr := range b.recs {
 		pr.rec.Partition = partition
 		if err == nil {
@@ -476,8 +521,10 @@ func (p *Producer) finish(b *pbatch, topic string, partition int32, baseOffset i
 		b.enc.Release()
 		b.enc = nil
 	}
+	// Free the buffer before the callbacks: a callback that produces
+	// again must find the room this batch held.
+	p.buf.release(bytes, gens)
 	for _, pr := range b.recs {
 		pr.fn(pr.rec, err)
 	}
-	p.buf.release(bytes, int64(len(b.recs)))
 }

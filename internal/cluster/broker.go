@@ -35,10 +35,11 @@ type broker struct {
 	nodeID int32 // -1 for a seed
 	addr   string
 
-	mu      sync.Mutex
-	conns   [numClasses]*conn.Conn
-	dialing [numClasses]*dialCall
-	retired bool
+	mu       sync.Mutex
+	conns    [numClasses]*conn.Conn
+	dialing  [numClasses]*dialCall
+	retired  bool
+	draining []*conn.Conn // connections of a retired broker finishing their requests
 }
 
 // dialCall is a single-flight dial shared by every caller that needs the
@@ -107,10 +108,16 @@ func (b *broker) runDial(d *dialCall, cls Class) {
 	b.mu.Lock()
 	b.dialing[cls] = nil
 	if err == nil {
-		if b.retired {
+		switch cur := b.conns[cls]; {
+		case b.retired:
 			c.Close()
 			c, err = nil, fmt.Errorf("broker %s (node %d) left the cluster: %w", b.addr, b.nodeID, errs.ErrConnClosed)
-		} else {
+		case cur != nil && cur.Err() == nil:
+			// Another path (an "any broker" race) installed a live
+			// connection meanwhile: keep it, drop ours.
+			c.Close()
+			c = cur
+		default:
 			b.conns[cls] = c
 		}
 	}
@@ -154,12 +161,29 @@ func (b *broker) retire() {
 	b.retired = true
 	conns := b.conns
 	b.conns = [numClasses]*conn.Conn{}
+	for _, c := range conns {
+		if c != nil {
+			b.draining = append(b.draining, c)
+		}
+	}
 	b.mu.Unlock()
 	for _, c := range conns {
 		if c != nil {
 			c.CloseWhenIdle()
 		}
 	}
+}
+
+// drained reports whether a retired broker's connections have all closed.
+func (b *broker) drained() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, c := range b.draining {
+		if c.Err() == nil {
+			return false
+		}
+	}
+	return true
 }
 
 // closeIdle closes connections idle for longer than idle.
@@ -181,11 +205,13 @@ func (b *broker) closeIdle(now time.Time, idle time.Duration) {
 	}
 }
 
-// closeAll closes every connection now.
+// closeAll closes every connection now, draining ones included.
 func (b *broker) closeAll() {
 	b.mu.Lock()
-	conns := b.conns
+	conns := append(b.conns[:0:0], b.conns[:]...)
+	conns = append(conns, b.draining...)
 	b.conns = [numClasses]*conn.Conn{}
+	b.draining = nil
 	b.retired = true
 	b.mu.Unlock()
 	for _, c := range conns {

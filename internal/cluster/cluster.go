@@ -82,6 +82,7 @@ type Cluster struct {
 	closing  bool
 	seeds    []*broker
 	brokers  map[int32]*broker
+	retired  []*broker // left the cluster; connections draining
 	tracker  *backoff.Tracker
 	lastErrs map[string]error // last dial failure per address, for reports
 
@@ -149,6 +150,7 @@ func (c *Cluster) Close() {
 	for _, b := range c.brokers {
 		all = append(all, b)
 	}
+	all = append(all, c.retired...)
 	c.mu.Unlock()
 	c.cancel()
 	for _, b := range all {
@@ -233,6 +235,14 @@ func (c *Cluster) reapLoop() {
 			for _, b := range c.brokers {
 				all = append(all, b)
 			}
+			keep := c.retired[:0]
+			for _, b := range c.retired {
+				if !b.drained() {
+					keep = append(keep, b)
+				}
+			}
+			clear(c.retired[len(keep):])
+			c.retired = keep
 			c.mu.Unlock()
 			for _, b := range all {
 				b.closeIdle(now, c.cfg.IdleTimeout)
@@ -261,6 +271,13 @@ func (c *Cluster) applyBrokerChanges(changes []BrokerChange) {
 	for _, b := range retire {
 		c.log.Info("broker retired", "node", b.nodeID, "broker", b.addr)
 		b.retire()
+	}
+	if len(retire) > 0 {
+		// Their draining connections still belong to us: Close must
+		// close them too.
+		c.mu.Lock()
+		c.retired = append(c.retired, retire...)
+		c.mu.Unlock()
 	}
 }
 

@@ -36,9 +36,12 @@ type Conn struct {
 	sem     chan struct{} // in-flight cap; a slot is released when the response is read
 	pending chan *call    // FIFO of written requests awaiting responses
 
-	wmu      sync.Mutex // serializes correlation ids, writes and pending order
+	wlock    chan struct{} // serializes correlation ids, writes and pending order
 	nextID   int32
-	throttle time.Time // KIP-219: do not send before this (guarded by wmu)
+	tmu      sync.Mutex
+	throttle time.Time // KIP-219: do not send before this
+
+	id uint64 // unique per connection in the process
 
 	inflight atomic.Int32
 	lastUsed atomic.Int64 // unix nanos
@@ -64,6 +67,18 @@ type call struct {
 type result struct {
 	body []byte
 	err  error
+}
+
+var connIDs atomic.Uint64
+
+// ID returns a number unique to this connection within the process, so
+// callers can tell a reconnect from the same connection.
+func (c *Conn) ID() uint64 { return c.id }
+
+func (c *Conn) throttleUntil() time.Time {
+	c.tmu.Lock()
+	defer c.tmu.Unlock()
+	return c.throttle
 }
 
 // Addr returns the broker address this connection dialed.
@@ -182,11 +197,11 @@ func (p *Pending) Wait(ctx context.Context) (kmsg.Response, error) {
 	if tr, ok := resp.(kmsg.ThrottleResponse); ok {
 		if ms, _ := tr.Throttle(); ms > 0 {
 			d := time.Duration(ms) * time.Millisecond
-			c.wmu.Lock()
+			c.tmu.Lock()
 			if t := time.Now().Add(d); t.After(c.throttle) {
 				c.throttle = t
 			}
-			c.wmu.Unlock()
+			c.tmu.Unlock()
 			if c.cfg.Observer != nil {
 				c.cfg.Observer.Throttled(c.addr, c.nodeID, d)
 			}
@@ -228,26 +243,38 @@ func (c *Conn) send(ctx context.Context, req kmsg.Request) (*call, error) {
 	c.inflight.Add(1)
 	c.touch()
 
-	c.wmu.Lock()
-	if wait := time.Until(c.throttle); wait > 0 {
+	// The write lock is a channel so that waiting for it honours ctx: a
+	// writer stuck on a full socket must not hold other callers past
+	// their deadlines.
+	select {
+	case c.wlock <- struct{}{}:
+	case <-ctx.Done():
+		c.release()
+		return nil, ctx.Err()
+	case <-c.closed:
+		c.release()
+		return nil, c.closeErr
+	}
+	unlock := func() { <-c.wlock }
+	if wait := time.Until(c.throttleUntil()); wait > 0 {
 		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			c.wmu.Unlock()
+			unlock()
 			c.release()
 			return nil, ctx.Err()
 		case <-c.closed:
 			t.Stop()
-			c.wmu.Unlock()
+			unlock()
 			c.release()
 			return nil, c.closeErr
 		}
 	}
 	// A caller that already gave up sends nothing.
 	if err := ctx.Err(); err != nil {
-		c.wmu.Unlock()
+		unlock()
 		c.release()
 		return nil, err
 	}
@@ -262,17 +289,21 @@ func (c *Conn) send(ctx context.Context, req kmsg.Request) (*call, error) {
 		select {
 		case c.pending <- cl:
 		case <-c.closed:
-			c.wmu.Unlock()
+			unlock()
 			c.release()
 			return nil, c.closeErr
 		}
 	}
-	// Bounded by the request timeout, not by ctx: a caller's deadline
-	// cutting a write short would close the connection under every other
-	// request on it.
+	// The write is bounded by the request timeout, not by ctx's deadline
+	// (an expiring deadline must not close the connection under every
+	// other request on it). But a caller that gives up while its write is
+	// actually stuck (a broker that stopped reading) interrupts it: the
+	// connection is then unusable anyway, and Close must not hang on it.
 	c.nc.SetWriteDeadline(cl.deadline)
+	stop := context.AfterFunc(ctx, func() { c.nc.SetWriteDeadline(time.Now()) })
 	_, werr := c.nc.Write(frame)
-	c.wmu.Unlock()
+	stop()
+	unlock()
 	if werr != nil {
 		// A partial write leaves the stream unusable; the outcome of the
 		// request is unknown.

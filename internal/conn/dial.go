@@ -103,6 +103,8 @@ func dial(ctx context.Context, cfg *Config, addr string, nodeID int32) (*Conn, e
 		pending: make(chan *call, cfg.maxInflight()),
 		nextID:  h.nextID,
 		closed:  make(chan struct{}),
+		wlock:   make(chan struct{}, 1),
+		id:      connIDs.Add(1),
 	}
 	c.touch()
 	c.readerWG.Add(1)

@@ -37,8 +37,13 @@ type Batch struct {
 	ID       Identity // pinned with Seq
 	Unknown  bool     // sent at least once with an unknown outcome
 	Attempts int
+	onWire   int // requests carrying the batch not yet answered
 	Payload  any
 }
+
+// MaybeWritten reports whether the batch may be in the log: a request
+// carrying it had an unknown outcome or is still unanswered.
+func (b *Batch) MaybeWritten() bool { return b.Unknown || b.onWire > 0 }
 
 // Pinned reports whether the batch has its sequence numbers.
 func (b *Batch) Pinned() bool { return b.Seq >= 0 }
@@ -169,6 +174,7 @@ func (p *Partition) Next(leader int32, id *Identity, bumping bool) (*Batch, uint
 	p.inflight++
 	p.wire++
 	b.Attempts++
+	b.onWire++
 	return b, p.sendEpoch
 }
 
@@ -177,6 +183,7 @@ func (p *Partition) Next(leader int32, id *Identity, bumping bool) (*Batch, uint
 // offset the broker reported (-1 if unknown), used by KIP-360.
 func (p *Partition) Done(b *Batch, epoch uint64, o Outcome, baseOffset, logStart int64) Result {
 	p.wire--
+	b.onWire--
 	if epoch != p.sendEpoch || p.inflight == 0 || p.batches[0] != b {
 		if o == OK || o == Unknown {
 			// Dropped, but b may be in the log under its numbers.
@@ -291,8 +298,12 @@ func (p *Partition) Quiesced() bool { return p.wire == 0 && !p.anyUnknown() }
 
 // Reset starts the partition over under a new epoch: sequences restart at
 // 0 and every queued batch (certainly unwritten, see Quiesced) loses its
-// numbers. Call only when every partition is Quiesced.
-func (p *Partition) Reset() {
+// numbers. It refuses (returns false, changing nothing) unless the
+// partition is Quiesced; the producer bumps only when all partitions are.
+func (p *Partition) Reset() bool {
+	if !p.Quiesced() {
+		return false
+	}
 	p.nextSeq = 0
 	for _, b := range p.batches {
 		b.Seq = -1
@@ -302,6 +313,7 @@ func (p *Partition) Reset() {
 	p.inflight = 0
 	p.sendEpoch++
 	p.okLeader = false
+	return true
 }
 
 // Expire removes and returns batches whose deadline passed, as far as that
@@ -314,7 +326,9 @@ func (p *Partition) Expire(expired func(*Batch) bool) (out []*Batch, needBump bo
 	keep := p.batches[:0]
 	for i, b := range p.batches {
 		switch {
-		case i < p.inflight, !expired(b):
+		case i < p.inflight, b.onWire > 0, !expired(b):
+			// In flight, or still carried by a request (possibly one
+			// being built right now): its bytes are in use.
 			keep = append(keep, b)
 		case !b.Pinned():
 			out = append(out, b)

@@ -582,3 +582,44 @@ func TestNewPartitionClampsMax(t *testing.T) {
 		t.Fatalf("Max = %d, want 1", p.Max)
 	}
 }
+
+// A batch carried by an unanswered request is never expired (its bytes are
+// in use), and Reset refuses while requests are outstanding.
+func TestExpireAndResetRespectOutstanding(t *testing.T) {
+	p := NewPartition(5, true)
+	id := &Identity{ID: 1, Epoch: 0}
+	b1 := &Batch{Records: 1}
+	b2 := &Batch{Records: 1}
+	p.Add(b1)
+	p.Add(b2)
+	got, ep := p.Next(1, id, false)
+	if got != b1 {
+		t.Fatal("first Next")
+	}
+	if p.Reset() {
+		t.Fatal("Reset must refuse with a request outstanding")
+	}
+	// b1 fails fatally: b2 is unpinned (never sent) and expirable, b1
+	// was answered.
+	p.Done(b1, ep, Fatal, -1, -1)
+	out, _ := p.Expire(func(*Batch) bool { return true })
+	if len(out) != 1 || out[0] != b2 {
+		t.Fatalf("expired %v", out)
+	}
+	b3 := &Batch{Records: 1}
+	p.Add(b3)
+	if !p.Reset() {
+		t.Fatal("Reset must succeed when quiesced")
+	}
+	got, _ = p.Next(1, id, false)
+	if got != b3 || got.Seq != 0 {
+		t.Fatalf("after reset: %+v", got)
+	}
+	if !got.MaybeWritten() {
+		t.Fatal("a batch on the wire may be written")
+	}
+	out, _ = p.Expire(func(*Batch) bool { return true })
+	if len(out) != 0 {
+		t.Fatal("a batch on the wire must not expire")
+	}
+}

@@ -1,0 +1,240 @@
+package riffle
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// A callback that produces again while the buffer is full must not
+// deadlock the response handler: the finished batch's room is freed first.
+func TestProduceFromCallbackWithFullBuffer(t *testing.T) {
+	fake := newFake(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
+	cl := newTestClient(t, SeedBrokers(fake.ListenAddrs()...))
+	p, err := NewProducer(cl, MaxBufferedRecords(2), Linger(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var again sync.WaitGroup
+	again.Add(2)
+	for i := 0; i < 2; i++ {
+		p.Produce(context.Background(), &Record{Topic: "t", Value: []byte("x")}, func(r *Record, err error) {
+			p.Produce(context.Background(), &Record{Topic: "t", Value: []byte("again")}, func(_ *Record, err error) {
+				if err != nil {
+					t.Error(err)
+				}
+				again.Done()
+			})
+		})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	done := make(chan struct{})
+	go func() { again.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		t.Fatal("records produced from callbacks never completed (handler deadlocked)")
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A batch that could not be sent at all (the broker refuses connections)
+// was certainly never written, so the delivery timeout fails it.
+func TestProduceDeliveryTimeoutWhenUnreachable(t *testing.T) {
+	fake := newFake(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
+	var fail atomic.Bool
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if fail.Load() {
+			return nil, errors.New("refused by test")
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}
+	cl := newTestClient(t, SeedBrokers(fake.ListenAddrs()...), Dialer(dial), RequestTimeout(500*time.Millisecond), ConnIdleTimeout(time.Hour))
+	p, err := NewProducer(cl, DeliveryTimeout(time.Second), Linger(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := p.ProduceSync(ctx, &Record{Topic: "t", Value: []byte("warm")}); err != nil {
+		t.Fatal(err)
+	}
+	// Lose the produce connection and refuse new ones.
+	fail.Store(true)
+	cn, err := cl.cl.Conn(ctx, 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cn.Close()
+	got := make(chan error, 1)
+	p.Produce(ctx, &Record{Topic: "t", Value: []byte("x")}, func(_ *Record, err error) { got <- err })
+	select {
+	case err := <-got:
+		if !errors.Is(err, ErrDeliveryTimeout) {
+			t.Fatalf("want ErrDeliveryTimeout, got %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("a never-sent record was not failed by its delivery timeout")
+	}
+}
+
+// A Produce in progress (looking up a new topic) when Close runs still gets
+// its callback.
+func TestProduceRacingCloseGetsCallback(t *testing.T) {
+	fake := newFake(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "t"), kfake.SeedTopics(1, "t2"))
+	cl := newTestClient(t, SeedBrokers(fake.ListenAddrs()...))
+	p, err := NewProducer(cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	release := make(chan struct{})
+	entered := make(chan struct{})
+	fake.ControlKey(int16(kmsg.DescribeConfigs), func(kmsg.Request) (kmsg.Response, error, bool) {
+		fake.KeepControl()
+		once.Do(func() { close(entered); <-release })
+		return nil, nil, false
+	})
+	got := make(chan error, 1)
+	go p.Produce(context.Background(), &Record{Topic: "t2", Value: []byte("x")}, func(r *Record, err error) { got <- err })
+	<-entered
+	cctx, ccancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer ccancel()
+	p.Close(cctx)
+	close(release)
+	select {
+	case err := <-got:
+		if !errors.Is(err, ErrProducerClosed) {
+			t.Fatalf("want ErrProducerClosed, got %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("callback never fired for a record produced concurrently with Close")
+	}
+}
+
+// stallConn blocks writes, like a broker that stopped reading.
+type stallConn struct {
+	net.Conn
+	stall *atomic.Bool
+	mu    sync.Mutex
+	wd    time.Time
+}
+
+func (c *stallConn) SetWriteDeadline(t time.Time) error {
+	c.mu.Lock()
+	c.wd = t
+	c.mu.Unlock()
+	return c.Conn.SetWriteDeadline(t)
+}
+
+func (c *stallConn) Write(b []byte) (int, error) {
+	for c.stall.Load() {
+		c.mu.Lock()
+		wd := c.wd
+		c.mu.Unlock()
+		if !time.Now().Before(wd) {
+			return 0, os.ErrDeadlineExceeded
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return c.Conn.Write(b)
+}
+
+// Close returns by its deadline even when a write is stuck.
+func TestProduceCloseWithStuckWrite(t *testing.T) {
+	fake := newFake(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
+	var stall atomic.Bool
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		var d net.Dialer
+		nc, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &stallConn{Conn: nc, stall: &stall}, nil
+	}
+	cl := newTestClient(t, SeedBrokers(fake.ListenAddrs()...), Dialer(dial), RequestTimeout(20*time.Second))
+	p, err := NewProducer(cl, Linger(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := p.ProduceSync(ctx, &Record{Topic: "t", Value: []byte("warm")}); err != nil {
+		t.Fatal(err)
+	}
+	stall.Store(true)
+	defer stall.Store(false)
+	got := make(chan error, 1)
+	p.Produce(ctx, &Record{Topic: "t", Value: []byte("x")}, func(_ *Record, err error) { got <- err })
+	time.Sleep(100 * time.Millisecond)
+	cctx, ccancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer ccancel()
+	closed := make(chan error, 1)
+	go func() { closed <- p.Close(cctx) }()
+	select {
+	case err := <-closed:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Close: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close hung on a stuck write far past its deadline")
+	}
+	if err := <-got; !errors.Is(err, ErrProducerClosed) {
+		t.Fatalf("record: %v", err)
+	}
+}
+
+// Flush waits only for records produced before it, however fast other
+// goroutines keep producing.
+func TestFlushNotStarvedByConcurrentProducers(t *testing.T) {
+	fake := newFake(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
+	cl := newTestClient(t, SeedBrokers(fake.ListenAddrs()...))
+	p, err := NewProducer(cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := p.ProduceSync(ctx, &Record{Topic: "t", Value: []byte("warm")}); err != nil {
+		t.Fatal(err)
+	}
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				p.Produce(ctx, &Record{Topic: "t", Value: []byte("x")}, nil)
+			}
+		}()
+	}
+	var before atomic.Int32
+	marker := &Record{Topic: "t", Value: []byte("before flush")}
+	p.Produce(ctx, marker, func(*Record, error) { before.Add(1) })
+	fctx, fcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer fcancel()
+	err = p.Flush(fctx)
+	stop.Store(true)
+	wg.Wait()
+	if err != nil {
+		t.Fatalf("Flush never returned while others kept producing: %v", err)
+	}
+	if before.Load() != 1 {
+		t.Fatal("Flush returned before a record produced earlier finished")
+	}
+	p.Close(ctx)
+}
