@@ -51,8 +51,8 @@ func (f *fetcher) loop() {
 		log.Debug("fetch", "broker", f.node, "session", plan.SessionID, "epoch", plan.SessionEpoch,
 			"partitions", len(wants), "sent", len(plan.Send), "forgotten", len(plan.Forget))
 		resp, err := f.do(req)
-		cs.reserved.Add(-reserve)
 		if err != nil {
+			cs.reserved.Add(-reserve)
 			f.session.Fail()
 			if cs.ctx.Err() != nil {
 				return
@@ -63,6 +63,7 @@ func (f *fetcher) loop() {
 		}
 		f.session.Commit(plan, resp.ErrorCode, resp.SessionID)
 		if resp.ErrorCode != 0 {
+			cs.reserved.Add(-reserve)
 			f.backoff()
 			continue
 		}
@@ -90,6 +91,10 @@ func (f *fetcher) loop() {
 				}
 			}
 		}
+		// Released only now that what came back is counted as
+		// buffered: released before, the room would look free to
+		// another broker's fetcher while these records are decoded.
+		cs.reserved.Add(-reserve)
 		if moved {
 			cs.cl.TriggerMetadata()
 			cs.poke()
@@ -103,6 +108,8 @@ func (f *fetcher) loop() {
 // other brokers' fetchers while this one long-polls).
 func (f *fetcher) collect() ([]fetch.Want, map[fetch.TP]sentPart, int64) {
 	cs := f.cs
+	cs.budgetMu.Lock()
+	defer cs.budgetMu.Unlock()
 	budget := cs.cfg.maxBuffered - cs.buffered.Load() - cs.reserved.Load()
 	limit := min(int64(cs.cfg.fetchMaxBytes), budget)
 	if limit <= 0 {

@@ -327,3 +327,214 @@ func TestConsumeLeaderMovesExactlyOnce(t *testing.T) {
 		t.Fatalf("handled %d records, want %d", got, total)
 	}
 }
+
+// statSampler samples cs.Stats() until stopped and keeps the maxima.
+type statSampler struct {
+	stop    chan struct{}
+	done    chan struct{}
+	mu      sync.Mutex
+	samples int
+	maxAll  int64
+	maxPart map[int32]int64
+}
+
+func sampleStats(cs *Consumer) *statSampler {
+	s := &statSampler{stop: make(chan struct{}), done: make(chan struct{}), maxPart: map[int32]int64{}}
+	go func() {
+		defer close(s.done)
+		for {
+			select {
+			case <-s.stop:
+				return
+			default:
+			}
+			st := cs.Stats()
+			s.mu.Lock()
+			s.samples++
+			s.maxAll = max(s.maxAll, st.BufferedBytes)
+			for _, ps := range st.Partitions {
+				s.maxPart[ps.Partition] = max(s.maxPart[ps.Partition], ps.BufferedBytes)
+			}
+			s.mu.Unlock()
+			time.Sleep(50 * time.Microsecond)
+		}
+	}()
+	return s
+}
+
+func (s *statSampler) finish() {
+	close(s.stop)
+	<-s.done
+}
+
+// A partition whose handler never returns keeps at most its buffer cap
+// (plus one fetch) and never more than the consumer's budget; the other
+// partitions are still consumed to the end.
+func TestConsumeBackpressure(t *testing.T) {
+	const (
+		partitions = 4
+		perPart    = 3000
+		valueSize  = 200
+		keySize    = 8
+		recSize    = keySize + valueSize // what the consumer accounts per record
+		batchBytes = 4 << 10             // producer batches: the slack of one batch
+		budget     = 256 << 10
+		partCap    = 64 << 10
+		partMax    = 16 << 10
+	)
+	fake := newFake(t, kfake.NumBrokers(1), kfake.SeedTopics(partitions, "t"))
+	cl := newTestClient(t, SeedBrokers(fake.ListenAddrs()...))
+	var recs []*Record
+	for i := 0; i < perPart; i++ {
+		for p := int32(0); p < partitions; p++ {
+			v := make([]byte, valueSize)
+			for j := range v {
+				v[j] = byte('a' + (i+j)%26)
+			}
+			recs = append(recs, &Record{Topic: "t", Partition: p, Key: fmt.Appendf(nil, "%08d", i), Value: v})
+		}
+	}
+	produceRecords(t, cl, recs, MaxBatchBytes(batchBytes))
+
+	var (
+		release0 = make(chan struct{}) // partition 0's handler blocks until the end
+		gate     = make(chan struct{}) // the others block until the budget has filled
+		blocked0 atomic.Bool
+		log      = newPartLog()
+	)
+	cs, err := NewConsumer(cl,
+		FetchBufferBytes(budget), PartitionBufferBytes(partCap), FetchPartitionMaxBytes(partMax),
+		HandleRecord(func(ctx context.Context, r *Record) error {
+			if r.Partition == 0 {
+				blocked0.Store(true)
+				select {
+				case <-release0:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			} else {
+				select {
+				case <-gate:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			log.add(r)
+			return nil
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	smp := sampleStats(cs)
+	assignAll(t, cs, "t", partitions, AtEarliest())
+
+	// Every handler is blocked: fetching fills the budget and stops there.
+	waitUntil(t, 30*time.Second, func() bool {
+		return blocked0.Load() && cs.Stats().BufferedBytes >= budget-2*partMax
+	}, func() string { return "budget never filled: " + statsString(cs) })
+	close(gate)
+
+	// Partition 0 stays blocked; the others run to the end.
+	waitUntil(t, 60*time.Second, func() bool {
+		for p := int32(1); p < partitions; p++ {
+			if log.count(p) < perPart {
+				return false
+			}
+		}
+		return true
+	}, func() string { return "partitions 1..3 not consumed: " + statsString(cs) })
+	// Partition 0's cap must have been reached, or the bound below
+	// proves nothing.
+	waitUntil(t, 30*time.Second, func() bool {
+		smp.mu.Lock()
+		defer smp.mu.Unlock()
+		return smp.maxPart[0] >= partCap
+	}, func() string { return "partition 0 never filled its buffer: " + statsString(cs) })
+	smp.finish()
+	st := cs.Stats()
+	t.Logf("%d samples: max buffered %d (budget %d), max per partition %v; at the end: %s", smp.samples, smp.maxAll, budget, smp.maxPart, statsString(cs))
+
+	if limit := int64(budget + batchBytes); smp.maxAll > limit {
+		t.Errorf("buffered %d bytes, budget %d + one batch %d", smp.maxAll, budget, batchBytes)
+	}
+	if limit := int64(partCap + partMax + batchBytes); smp.maxPart[0] > limit {
+		t.Errorf("partition 0 buffered %d bytes, cap %d + one fetch %d + one batch %d", smp.maxPart[0], partCap, partMax, batchBytes)
+	}
+	if st.Partitions[0].Processed != 0 || log.count(0) != 0 {
+		t.Errorf("partition 0 progressed while its handler was blocked: %+v", st.Partitions[0])
+	}
+	for p := int32(1); p < partitions; p++ {
+		expectRange(t, fmt.Sprintf("partition %d", p), log.get(p), 0, perPart)
+	}
+
+	// Unblock partition 0: it drains too, and everything closes.
+	close(release0)
+	waitUntil(t, 60*time.Second, func() bool { return log.count(0) >= perPart }, func() string {
+		return "partition 0 not consumed after release: " + statsString(cs)
+	})
+	pos := closeConsumer(t, cs)
+	expectRange(t, "partition 0", log.get(0), 0, perPart)
+	for p := int32(0); p < partitions; p++ {
+		if pos[TopicPartition{"t", p}] != perPart {
+			t.Fatalf("positions %v", pos)
+		}
+	}
+}
+
+// With several brokers, each broker's fetcher takes from the same byte
+// budget concurrently: together they must still stay within it. Handlers
+// are slow, so the budget stays full and the fetchers keep competing for
+// what each handled record frees.
+func TestConsumeBudgetAcrossBrokers(t *testing.T) {
+	const (
+		brokers    = 3
+		partitions = 12
+		perPart    = 800
+		valueSize  = 200
+		batchBytes = 4 << 10
+		budget     = 128 << 10
+		partMax    = 16 << 10
+	)
+	fake := newFake(t, kfake.NumBrokers(brokers), kfake.SeedTopics(partitions, "t"))
+	cl := newTestClient(t, SeedBrokers(fake.ListenAddrs()...))
+	var recs []*Record
+	for i := 0; i < perPart; i++ {
+		for p := int32(0); p < partitions; p++ {
+			recs = append(recs, &Record{Topic: "t", Partition: p, Value: make([]byte, valueSize)})
+		}
+	}
+	produceRecords(t, cl, recs, MaxBatchBytes(batchBytes))
+
+	log := newPartLog()
+	cs, err := NewConsumer(cl,
+		FetchBufferBytes(budget), PartitionBufferBytes(budget), FetchPartitionMaxBytes(partMax),
+		FetchMaxWait(20*time.Millisecond),
+		HandleRecord(func(ctx context.Context, r *Record) error {
+			time.Sleep(200 * time.Microsecond)
+			log.add(r)
+			return nil
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	smp := sampleStats(cs)
+	assignAll(t, cs, "t", partitions, AtEarliest())
+	waitUntil(t, 60*time.Second, func() bool {
+		for p := int32(0); p < partitions; p++ {
+			if log.count(p) < perPart {
+				return false
+			}
+		}
+		return true
+	}, func() string { return "not consumed: " + statsString(cs) })
+	smp.finish()
+	closeConsumer(t, cs)
+	t.Logf("%d samples: max buffered %d (budget %d)", smp.samples, smp.maxAll, budget)
+	// Each fetcher's response may carry one batch beyond what it asked.
+	if limit := int64(budget + brokers*batchBytes); smp.maxAll > limit {
+		t.Errorf("buffered %d bytes, budget %d + %d batches of %d", smp.maxAll, budget, brokers, batchBytes)
+	}
+	for p := int32(0); p < partitions; p++ {
+		expectRange(t, fmt.Sprintf("partition %d", p), log.get(p), 0, perPart)
+	}
+}

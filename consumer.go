@@ -50,6 +50,10 @@ type Consumer struct {
 
 	buffered atomic.Int64 // decompressed bytes buffered across partitions
 	reserved atomic.Int64 // bytes asked for by fetches in flight
+	// budgetMu serialises the fetchers' check-and-reserve of the byte
+	// budget: without it two brokers' fetchers could both see the same
+	// room and both take it.
+	budgetMu sync.Mutex
 	runq     runQueue
 	wake     chan struct{} // wakes the coordinator
 }

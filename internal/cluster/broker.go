@@ -21,11 +21,14 @@ const (
 	ClassProduce
 	ClassFetch
 	ClassGroup // group coordinator: join, sync, heartbeat, commit
+	// ClassRead carries range reads: short fetches that must not queue
+	// behind a consumer's long polls on the fetch connection.
+	ClassRead
 	numClasses
 )
 
 func (c Class) String() string {
-	return [...]string{"other", "produce", "fetch", "group"}[c]
+	return [...]string{"other", "produce", "fetch", "group", "read"}[c]
 }
 
 // broker is one node (or seed address) with lazily dialed connections. Its

@@ -1,0 +1,14 @@
+// Package clientinternal lets Riffle's public subpackages reach the
+// internals of a *riffle.Client without widening its public API. The root
+// package fills in the accessors at init.
+package clientinternal
+
+import (
+	"log/slog"
+
+	"github.com/riffle-go/riffle/internal/cluster"
+)
+
+// Access returns the cluster manager and logger behind a *riffle.Client
+// (passed as any to avoid an import cycle).
+var Access func(client any) (*cluster.Cluster, *slog.Logger)

@@ -1,0 +1,15 @@
+package riffle
+
+import (
+	"log/slog"
+
+	"github.com/riffle-go/riffle/internal/clientinternal"
+	"github.com/riffle-go/riffle/internal/cluster"
+)
+
+func init() {
+	clientinternal.Access = func(client any) (*cluster.Cluster, *slog.Logger) {
+		c := client.(*Client)
+		return c.cl, c.log
+	}
+}

@@ -1,0 +1,349 @@
+// Package ranges reads exact offset ranges [Low, High) of Kafka partitions,
+// for batch and stream engines that split a topic into tasks (the streamz
+// pattern): plan ranges from the watermarks, hand them to workers as plain
+// values, and let each worker read its ranges through one long-lived Reader
+// that shares the client's connections.
+//
+// A Reader holds no goroutines and dials nothing of its own: every read
+// uses the client's per-broker read connection (separate from the
+// consumer's fetch connection, so long polls never delay it), and any
+// number of reads may run at once on one Reader.
+package ranges
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync/atomic"
+	"time"
+
+	"github.com/riffle-go/riffle"
+	"github.com/riffle-go/riffle/internal/batch"
+	"github.com/riffle-go/riffle/internal/clientinternal"
+	"github.com/riffle-go/riffle/internal/cluster"
+	"github.com/riffle-go/riffle/internal/errs"
+	"github.com/riffle-go/riffle/internal/fetch"
+	"github.com/riffle-go/riffle/internal/kafkaerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Range is the half-open offset range [Low, High) of one partition. It is a
+// plain value (JSON-serializable) so it can travel to other processes.
+type Range struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Low       int64  `json:"low"`
+	High      int64  `json:"high"`
+}
+
+// Len is the number of offsets the range spans (records may be fewer:
+// compaction and transaction markers leave gaps).
+func (r Range) Len() int64 { return r.High - r.Low }
+
+func (r Range) String() string {
+	return fmt.Sprintf("%s[%d] [%d, %d)", r.Topic, r.Partition, r.Low, r.High)
+}
+
+// Errors.
+var (
+	// ErrBeyondHighWatermark: the range ends past the partition's high
+	// watermark and the reader does not wait for data (see WaitForData).
+	ErrBeyondHighWatermark = errors.New("ranges: range ends beyond the high watermark")
+	// ErrBelowLogStart: the range starts before the log start offset
+	// (those records were deleted).
+	ErrBelowLogStart = errors.New("ranges: range starts before the log start offset")
+	// ErrReaderClosed: the reader was closed.
+	ErrReaderClosed = errors.New("ranges: reader closed")
+	// ErrInvalidRange: Low > High or negative offsets.
+	ErrInvalidRange = errors.New("ranges: invalid range")
+)
+
+// Option configures a Reader.
+type Option func(*config)
+
+type config struct {
+	wait          bool
+	readCommitted bool
+	maxBytes      int32
+	checkCRC      bool
+	pollWait      time.Duration
+}
+
+// WaitForData makes a read whose range ends beyond the high watermark wait
+// (until its context ends) for the records to be produced, instead of
+// failing with ErrBeyondHighWatermark.
+func WaitForData() Option { return func(c *config) { c.wait = true } }
+
+// ReadCommitted reads only committed transactional records (up to the last
+// stable offset).
+func ReadCommitted() Option { return func(c *config) { c.readCommitted = true } }
+
+// FetchBytes sets the bytes asked for per fetch (default 4 MiB).
+func FetchBytes(n int32) Option { return func(c *config) { c.maxBytes = n } }
+
+// Reader reads ranges. It is safe for concurrent use and meant to be kept
+// and reused by a worker across many ranges.
+type Reader struct {
+	cl     *cluster.Cluster
+	log    *slog.Logger
+	cfg    config
+	closed atomic.Bool
+	reads  atomic.Int64
+}
+
+// NewReader returns a reader using the client's connections.
+func NewReader(client *riffle.Client, opts ...Option) *Reader {
+	cfg := config{maxBytes: 4 << 20, checkCRC: true, pollWait: 200 * time.Millisecond}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	cl, log := clientinternal.Access(client)
+	return &Reader{cl: cl, log: log, cfg: cfg}
+}
+
+// Close marks the reader closed; reads in progress finish, later ones fail
+// with ErrReaderClosed. The Reader owns no goroutines or connections.
+func (r *Reader) Close() { r.closed.Store(true) }
+
+// Read calls fn for every record with Low <= offset < High, in offset
+// order, then returns nil. Gaps (compaction, transaction markers, aborted
+// records under ReadCommitted) are skipped; the read stops at High even
+// if no record has offset High-1. fn's error stops the read and is
+// returned. Records passed to fn must not be retained after fn returns
+// unless copied (their bytes alias the fetch buffer, which is fine to keep
+// but holds the whole response in memory).
+func (r *Reader) Read(ctx context.Context, rg Range, fn func(*riffle.Record) error) error {
+	if r.closed.Load() {
+		return ErrReaderClosed
+	}
+	if rg.Low < 0 || rg.High < rg.Low || rg.Topic == "" {
+		return fmt.Errorf("%w: %s", ErrInvalidRange, rg)
+	}
+	r.reads.Add(1)
+	offset := rg.Low
+	opts := fetch.DecodeOptions{ReadCommitted: r.cfg.readCommitted, Batch: batch.DecodeOptions{SkipCRC: !r.cfg.checkCRC}}
+	var failures int
+	for offset < rg.High {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		pm, err := r.cl.Leader(ctx, rg.Topic, rg.Partition)
+		if err != nil {
+			return err
+		}
+		resp, err := r.fetchOnce(ctx, pm.Leader, rg, offset, 0)
+		if err != nil {
+			if !errs.IsRetriable(err) {
+				return err
+			}
+			failures++
+			if err := r.pause(ctx, failures); err != nil {
+				return err
+			}
+			continue
+		}
+		res := fetch.DecodePartition(resp, offset, opts)
+		if res.Err != nil {
+			var ke *kafkaerr.Error
+			switch {
+			case errors.As(res.Err, &ke) && ke.Code == kafkaerr.OffsetOutOfRange:
+				if res.LogStart > offset {
+					return fmt.Errorf("%w: %s, log starts at %d", ErrBelowLogStart, rg, res.LogStart)
+				}
+				if err := r.beyond(ctx, rg, res, &failures); err != nil {
+					return err
+				}
+				continue
+			case errors.As(res.Err, &ke) && ke.Retriable:
+				r.cl.TriggerMetadata()
+				failures++
+				if err := r.pause(ctx, failures); err != nil {
+					return err
+				}
+				// Records before the error are still valid below.
+			default:
+				if len(res.Records) == 0 {
+					return fmt.Errorf("%s at offset %d: %w", rg, offset, res.Err)
+				}
+			}
+		}
+		for i := range res.Records {
+			br := &res.Records[i]
+			if br.Offset < offset {
+				continue
+			}
+			if br.Offset >= rg.High {
+				return nil
+			}
+			rec := riffle.Record{
+				Topic: rg.Topic, Partition: rg.Partition, Key: br.Key, Value: br.Value,
+				Headers: br.Headers, Timestamp: time.UnixMilli(br.Timestamp), Offset: br.Offset,
+			}
+			if err := fn(&rec); err != nil {
+				return err
+			}
+		}
+		if res.Err != nil && len(res.Records) > 0 && res.NextOffset == offset {
+			return fmt.Errorf("%s at offset %d: %w", rg, offset, res.Err)
+		}
+		if res.NextOffset > offset {
+			offset = res.NextOffset
+			failures = 0
+			continue
+		}
+		// No progress: nothing at or after offset below the high
+		// watermark (or the last stable offset).
+		if err := r.beyond(ctx, rg, res, &failures); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// beyond handles a read that reached the end of the available data before
+// High: fail or wait for more.
+func (r *Reader) beyond(ctx context.Context, rg Range, res fetch.Partition, failures *int) error {
+	end := res.HighWatermark
+	if r.cfg.readCommitted && res.LastStable >= 0 {
+		end = res.LastStable
+	}
+	if !r.cfg.wait {
+		return fmt.Errorf("%w: %s, available up to %d", ErrBeyondHighWatermark, rg, end)
+	}
+	*failures = 0
+	t := time.NewTimer(r.cfg.pollWait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (r *Reader) pause(ctx context.Context, failures int) error {
+	if failures > 20 {
+		return fmt.Errorf("ranges: giving up after %d retriable failures", failures)
+	}
+	t := time.NewTimer(time.Duration(min(failures, 10)) * 50 * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// fetchOnce fetches one partition at offset on the leader's read
+// connection, without a fetch session (reads are short-lived).
+func (r *Reader) fetchOnce(ctx context.Context, leader int32, rg Range, offset int64, wait time.Duration) (*kmsg.FetchResponseTopicPartition, error) {
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID = -1
+	req.MaxWaitMillis = int32(wait.Milliseconds())
+	req.MinBytes = 1
+	req.MaxBytes = r.cfg.maxBytes
+	req.SessionEpoch = -1
+	if r.cfg.readCommitted {
+		req.IsolationLevel = 1
+	}
+	t := kmsg.NewFetchRequestTopic()
+	t.Topic = rg.Topic
+	p := kmsg.NewFetchRequestTopicPartition()
+	p.Partition = rg.Partition
+	p.FetchOffset = offset
+	p.PartitionMaxBytes = r.cfg.maxBytes
+	p.CurrentLeaderEpoch = -1
+	p.LogStartOffset = -1
+	t.Partitions = append(t.Partitions, p)
+	req.Topics = append(req.Topics, t)
+	resp, err := r.cl.Request(ctx, leader, cluster.ClassRead, req)
+	if err != nil {
+		return nil, err
+	}
+	fr := resp.(*kmsg.FetchResponse)
+	if fr.ErrorCode != 0 {
+		return nil, kafkaerr.ForCode(fr.ErrorCode)
+	}
+	for i := range fr.Topics {
+		for j := range fr.Topics[i].Partitions {
+			rp := &fr.Topics[i].Partitions[j]
+			if fr.Topics[i].Topic == rg.Topic && rp.Partition == rg.Partition {
+				return rp, nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("%w: fetch response lacks %s[%d]", riffle.ErrMalformedResponse, rg.Topic, rg.Partition)
+}
+
+// ReadRange reads one range with a fresh Reader; prefer keeping a Reader
+// for many ranges.
+func ReadRange(ctx context.Context, client *riffle.Client, rg Range, fn func(*riffle.Record) error, opts ...Option) error {
+	return NewReader(client, opts...).Read(ctx, rg, fn)
+}
+
+// PlanOptions bounds the ranges Plan makes.
+type PlanOptions struct {
+	// MaxRecords is the most offsets per range (required, > 0).
+	MaxRecords int64
+	// Partitions restricts planning to these partitions (all if empty).
+	Partitions []int32
+}
+
+// Plan splits the topics' partitions, from the log start offset to the
+// high watermark as of now, into ranges of at most MaxRecords offsets,
+// ordered by topic, partition and offset. Empty partitions yield none.
+func Plan(ctx context.Context, client *riffle.Client, opts PlanOptions, topics ...string) ([]Range, error) {
+	if opts.MaxRecords <= 0 {
+		return nil, fmt.Errorf("%w: MaxRecords must be positive", riffle.ErrInvalidConfig)
+	}
+	adm := client.Admin()
+	starts, err := adm.ListOffsets(ctx, riffle.OffsetEarliest, topics...)
+	if err != nil {
+		return nil, err
+	}
+	ends, err := adm.ListOffsets(ctx, riffle.OffsetLatest, topics...)
+	if err != nil {
+		return nil, err
+	}
+	want := map[int32]bool{}
+	for _, p := range opts.Partitions {
+		want[p] = true
+	}
+	type tp struct {
+		t string
+		p int32
+	}
+	lows := map[tp]int64{}
+	for _, o := range starts {
+		if o.Err != nil {
+			return nil, fmt.Errorf("%s[%d]: %w", o.Topic, o.Partition, o.Err)
+		}
+		lows[tp{o.Topic, o.Partition}] = o.Offset
+	}
+	var out []Range
+	for _, o := range ends {
+		if o.Err != nil {
+			return nil, fmt.Errorf("%s[%d]: %w", o.Topic, o.Partition, o.Err)
+		}
+		if len(want) > 0 && !want[o.Partition] {
+			continue
+		}
+		for low := lows[tp{o.Topic, o.Partition}]; low < o.Offset; low += opts.MaxRecords {
+			out = append(out, Range{Topic: o.Topic, Partition: o.Partition, Low: low, High: min(low+opts.MaxRecords, o.Offset)})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Topic != b.Topic {
+			return a.Topic < b.Topic
+		}
+		if a.Partition != b.Partition {
+			return a.Partition < b.Partition
+		}
+		return a.Low < b.Low
+	})
+	return out, nil
+}

@@ -1,0 +1,348 @@
+package ranges_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/riffle-go/riffle"
+	"github.com/riffle-go/riffle/internal/batch"
+	"github.com/riffle-go/riffle/ranges"
+	"github.com/riffle-go/riffle/rifftest"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func setup(t *testing.T, opts ...rifftest.Option) (*rifftest.Cluster, *riffle.Client) {
+	t.Helper()
+	c := rifftest.New(t, opts...)
+	cl, err := riffle.NewClient(riffle.SeedBrokers(c.Addrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return c, cl
+}
+
+func produce(t *testing.T, cl *riffle.Client, topic string, partition int32, n int, key func(i int) []byte) {
+	t.Helper()
+	p, err := riffle.NewProducer(cl, riffle.WithPartitioner(riffle.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i := 0; i < n; i++ {
+		r := &riffle.Record{Topic: topic, Partition: partition, Value: []byte(fmt.Sprint(i))}
+		if key != nil {
+			r.Key = key(i)
+		}
+		p.Produce(ctx, r, func(_ *riffle.Record, err error) {
+			if err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func collect(t *testing.T, r *ranges.Reader, rg ranges.Range) ([]int64, error) {
+	var offs []int64
+	err := r.Read(context.Background(), rg, func(rec *riffle.Record) error {
+		offs = append(offs, rec.Offset)
+		if rec.Topic != rg.Topic || rec.Partition != rg.Partition {
+			t.Errorf("record from %s[%d]", rec.Topic, rec.Partition)
+		}
+		return nil
+	})
+	return offs, err
+}
+
+func TestExactBoundaries(t *testing.T) {
+	_, cl := setup(t, rifftest.Topic("t", 2))
+	produce(t, cl, "t", 1, 1000, nil)
+	r := ranges.NewReader(cl, ranges.FetchBytes(4<<10)) // small fetches: many round trips
+	defer r.Close()
+	for _, rg := range []ranges.Range{
+		{"t", 1, 0, 1000}, {"t", 1, 0, 1}, {"t", 1, 999, 1000}, {"t", 1, 137, 613}, {"t", 1, 500, 500},
+	} {
+		offs, err := collect(t, r, rg)
+		if err != nil {
+			t.Fatalf("%s: %v", rg, err)
+		}
+		if int64(len(offs)) != rg.Len() {
+			t.Fatalf("%s: %d records", rg, len(offs))
+		}
+		for i, o := range offs {
+			if o != rg.Low+int64(i) {
+				t.Fatalf("%s: record %d has offset %d", rg, i, o)
+			}
+		}
+	}
+	if _, err := collect(t, r, ranges.Range{"t", 1, 5, 2}); !errors.Is(err, ranges.ErrInvalidRange) {
+		t.Fatalf("inverted range: %v", err)
+	}
+}
+
+func TestBeyondHighWatermark(t *testing.T) {
+	_, cl := setup(t, rifftest.Topic("t", 1))
+	produce(t, cl, "t", 0, 10, nil)
+	r := ranges.NewReader(cl)
+	offs, err := collect(t, r, ranges.Range{"t", 0, 5, 20})
+	if !errors.Is(err, ranges.ErrBeyondHighWatermark) || len(offs) != 5 {
+		t.Fatalf("got %d records, err %v", len(offs), err)
+	}
+
+	// Waiting: the rest arrives while the read waits.
+	w := ranges.NewReader(cl, ranges.WaitForData())
+	done := make(chan []int64, 1)
+	errc := make(chan error, 1)
+	go func() {
+		offs, err := collect(t, w, ranges.Range{"t", 0, 5, 20})
+		done <- offs
+		errc <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	produce(t, cl, "t", 0, 15, nil)
+	if offs, err := <-done, <-errc; err != nil || len(offs) != 15 || offs[14] != 19 {
+		t.Fatalf("waiting read: %v records, err %v", offs, err)
+	}
+
+	// The wait ends with the context.
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	err = w.Read(ctx, ranges.Range{"t", 0, 0, 1000}, func(*riffle.Record) error { return nil })
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("want deadline exceeded, got %v", err)
+	}
+}
+
+func TestCompactedGaps(t *testing.T) {
+	c, cl := setup(t, rifftest.Topic("t", 1))
+	res, err := cl.Admin().AlterTopicConfigs(context.Background(), riffle.AlterConfig{Topic: "t", Name: "cleanup.policy", Value: ptr("compact")})
+	if err != nil || res.Err() != nil {
+		t.Fatal(err, res.Err())
+	}
+	// One batch per record. Key "first" at offset 0, key "dup" at 1..50
+	// (compaction keeps only 50), unique keys at 51..99: the log keeps
+	// 0 and 50..99, with a gap at 1..49.
+	p, err := riffle.NewProducer(cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 100; i++ {
+		key := "dup"
+		switch {
+		case i == 0:
+			key = "first"
+		case i > 50:
+			key = fmt.Sprint("u", i)
+		}
+		if err := p.ProduceSync(context.Background(), &riffle.Record{Topic: "t", Key: []byte(key), Value: []byte(fmt.Sprint(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.Close(context.Background())
+	c.Kfake().Compact()
+	r := ranges.NewReader(cl)
+	offs, err := collect(t, r, ranges.Range{"t", 0, 0, 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(offs) != 51 || offs[0] != 0 || offs[1] != 50 {
+		t.Fatalf("after compaction %d records remain: %v", len(offs), offs)
+	}
+	for i := 1; i < len(offs); i++ {
+		if offs[i] <= offs[i-1] {
+			t.Fatalf("offsets not increasing: %v", offs)
+		}
+	}
+	if offs[len(offs)-1] != 99 {
+		t.Fatalf("last record %d", offs[len(offs)-1])
+	}
+	// A range that lies entirely in a compacted gap ends at High with no
+	// records and no error.
+	offs, err = collect(t, r, ranges.Range{"t", 0, 10, 20})
+	if err != nil || len(offs) != 0 {
+		t.Fatalf("gap range: %v %v", offs, err)
+	}
+}
+
+func TestTransactionalMarkers(t *testing.T) {
+	_, cl := setup(t, rifftest.Topic("t", 1))
+	produce(t, cl, "t", 0, 3, nil)                 // 0..2
+	txn(t, cl, "t", 0, []string{"c1", "c2"}, true) // 3,4 + commit marker 5
+	txn(t, cl, "t", 0, []string{"a1"}, false)      // 6 + abort marker 7
+	produce(t, cl, "t", 0, 2, nil)                 // 8, 9
+
+	all, err := collect(t, ranges.NewReader(cl), ranges.Range{"t", 0, 0, 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []int64{0, 1, 2, 3, 4, 6, 8, 9} // markers are never records
+	if fmt.Sprint(all) != fmt.Sprint(want) {
+		t.Fatalf("read_uncommitted offsets %v, want %v", all, want)
+	}
+	committed, err := collect(t, ranges.NewReader(cl, ranges.ReadCommitted()), ranges.Range{"t", 0, 0, 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = []int64{0, 1, 2, 3, 4, 8, 9}
+	if fmt.Sprint(committed) != fmt.Sprint(want) {
+		t.Fatalf("read_committed offsets %v, want %v", committed, want)
+	}
+	// A range ending on a marker stops at High.
+	offs, err := collect(t, ranges.NewReader(cl), ranges.Range{"t", 0, 4, 6})
+	if err != nil || fmt.Sprint(offs) != "[4]" {
+		t.Fatalf("range ending at a marker: %v %v", offs, err)
+	}
+}
+
+func TestConcurrentRangesOneReader(t *testing.T) {
+	_, cl := setup(t, rifftest.Brokers(2), rifftest.Topic("t", 4))
+	for p := int32(0); p < 4; p++ {
+		produce(t, cl, "t", p, 2000, nil)
+	}
+	plan, err := ranges.Plan(context.Background(), cl, ranges.PlanOptions{MaxRecords: 250}, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan) != 32 {
+		t.Fatalf("plan has %d ranges, want 32", len(plan))
+	}
+	r := ranges.NewReader(cl)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	seen := map[string]int{}
+	for _, rg := range plan {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n := 0
+			err := r.Read(context.Background(), rg, func(rec *riffle.Record) error {
+				if rec.Offset < rg.Low || rec.Offset >= rg.High {
+					t.Errorf("%s: offset %d out of range", rg, rec.Offset)
+				}
+				mu.Lock()
+				seen[fmt.Sprint(rec.Partition, "/", rec.Offset)]++
+				mu.Unlock()
+				n++
+				return nil
+			})
+			if err != nil || int64(n) != rg.Len() {
+				t.Errorf("%s: %d records, %v", rg, n, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if len(seen) != 8000 {
+		t.Fatalf("%d distinct records, want 8000", len(seen))
+	}
+	for k, n := range seen {
+		if n != 1 {
+			t.Fatalf("record %s read %d times", k, n)
+		}
+	}
+	r.Close()
+	if err := r.Read(context.Background(), plan[0], func(*riffle.Record) error { return nil }); !errors.Is(err, ranges.ErrReaderClosed) {
+		t.Fatalf("read after close: %v", err)
+	}
+}
+
+func TestPlanSerializable(t *testing.T) {
+	_, cl := setup(t, rifftest.Topic("t", 3))
+	produce(t, cl, "t", 0, 10, nil)
+	produce(t, cl, "t", 2, 25, nil)
+	plan, err := ranges.Plan(context.Background(), cl, ranges.PlanOptions{MaxRecords: 10}, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "[t[0] [0, 10) t[2] [0, 10) t[2] [10, 20) t[2] [20, 25)]"
+	if fmt.Sprint(plan) != want {
+		t.Fatalf("plan %v", plan)
+	}
+	if _, err := ranges.Plan(context.Background(), cl, ranges.PlanOptions{}, "t"); !errors.Is(err, riffle.ErrInvalidConfig) {
+		t.Fatalf("zero MaxRecords: %v", err)
+	}
+}
+
+func ptr(s string) *string { return &s }
+
+// txn writes values to topic/partition in one transaction and commits or
+// aborts it, with raw requests (Riffle's transactional producer comes
+// later).
+func txn(t *testing.T, cl *riffle.Client, topic string, partition int32, values []string, commit bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	id := fmt.Sprintf("txn-%d", time.Now().UnixNano())
+	init := kmsg.NewPtrInitProducerIDRequest()
+	init.TransactionalID = &id
+	init.TransactionTimeoutMillis = 10000
+	resp, err := cl.Request(ctx, init)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ir := resp.(*kmsg.InitProducerIDResponse)
+	if ir.ErrorCode != 0 {
+		t.Fatalf("init: %v", riffle.KafkaErrorForCode(ir.ErrorCode))
+	}
+	add := kmsg.NewPtrAddPartitionsToTxnRequest()
+	add.TransactionalID = id
+	add.ProducerID, add.ProducerEpoch = ir.ProducerID, ir.ProducerEpoch
+	at := kmsg.NewAddPartitionsToTxnRequestTopic()
+	at.Topic = topic
+	at.Partitions = []int32{partition}
+	add.Topics = append(add.Topics, at)
+	if _, err := cl.Request(ctx, add); err != nil {
+		t.Fatal(err)
+	}
+	b := batch.NewBuilder(batch.BuilderOptions{})
+	for _, v := range values {
+		b.Add(&batch.Record{Value: []byte(v), Timestamp: time.Now().UnixMilli()})
+	}
+	enc, err := b.Finish(batch.CodecNone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc.SetProducer(ir.ProducerID, ir.ProducerEpoch, 0)
+	enc.SetTransactional(true)
+	pr := kmsg.NewPtrProduceRequest()
+	pr.TransactionID = &id
+	pr.Acks = -1
+	pr.TimeoutMillis = 5000
+	pt := kmsg.NewProduceRequestTopic()
+	pt.Topic = topic
+	pp := kmsg.NewProduceRequestTopicPartition()
+	pp.Partition = partition
+	pp.Records = enc.Bytes()
+	pt.Partitions = append(pt.Partitions, pp)
+	pr.Topics = append(pr.Topics, pt)
+	resp, err = cl.Request(ctx, pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := resp.(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode; code != 0 {
+		t.Fatalf("txn produce: %v", riffle.KafkaErrorForCode(code))
+	}
+	end := kmsg.NewPtrEndTxnRequest()
+	end.TransactionalID = id
+	end.ProducerID, end.ProducerEpoch = ir.ProducerID, ir.ProducerEpoch
+	end.Commit = commit
+	resp, err = cl.Request(ctx, end)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := resp.(*kmsg.EndTxnResponse).ErrorCode; code != 0 {
+		t.Fatalf("end txn: %v", riffle.KafkaErrorForCode(code))
+	}
+}
+
+
