@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"sync"
 	"time"
 
 	"github.com/riffle-go/riffle"
@@ -112,4 +113,55 @@ func ExampleProducer_ProduceSync() {
 	}
 	fmt.Println(a.Partition, a.Offset, b.Offset)
 	// Output: 0 0 1
+}
+
+// A consumer runs a handler per record; each partition is handled in
+// offset order by one runner at a time, partitions run concurrently.
+func ExampleConsumer() {
+	cluster, err := rifftest.Start(rifftest.Topic("clicks", 3))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer cluster.Close()
+	cl, err := riffle.NewClient(riffle.SeedBrokers(cluster.Addrs()...))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+
+	p, _ := riffle.NewProducer(cl)
+	for i := 0; i < 30; i++ {
+		p.Produce(ctx, &riffle.Record{Topic: "clicks", Key: []byte(fmt.Sprint("user-", i%5)), Value: []byte("click")}, nil)
+	}
+	p.Close(ctx)
+
+	var mu sync.Mutex
+	seen := 0
+	done := make(chan struct{})
+	c, err := riffle.NewConsumer(cl,
+		riffle.HandleRecord(func(ctx context.Context, r *riffle.Record) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if seen++; seen == 30 {
+				close(done)
+			}
+			return nil
+		}),
+		riffle.OnPartitionError(func(e *riffle.PartitionError) { log.Println(e) }),
+	)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for part := int32(0); part < 3; part++ {
+		c.Assign(riffle.Assignment{TopicPartition: riffle.TopicPartition{Topic: "clicks", Partition: part}, Start: riffle.AtEarliest()})
+	}
+	<-done
+	positions, _ := c.Close(ctx)
+	total := int64(0)
+	for _, pos := range positions {
+		total += pos
+	}
+	fmt.Println("consumed", seen, "records; positions sum to", total)
+	// Output: consumed 30 records; positions sum to 30
 }
