@@ -51,11 +51,17 @@ type Consumer struct {
 	buffered atomic.Int64 // decompressed bytes buffered across partitions
 	reserved atomic.Int64 // bytes asked for by fetches in flight
 	// budgetMu serialises the fetchers' check-and-reserve of the byte
-	// budget: without it two brokers' fetchers could both see the same
-	// room and both take it.
+	// budget (two brokers' fetchers could otherwise both take the same
+	// room) and guards starved: fetchers that found no room, to which
+	// the others leave the budget until they got some.
 	budgetMu sync.Mutex
+	starved  map[*fetcher]struct{}
 	runq     runQueue
 	wake     chan struct{} // wakes the coordinator
+
+	member       *member // nil without a group
+	memberCancel context.CancelFunc
+	memberDone   chan struct{}
 }
 
 // NewConsumer returns a consumer with no partitions; add them with Assign
@@ -73,6 +79,7 @@ func NewConsumer(c *Client, opts ...ConsumerOption) (*Consumer, error) {
 		c: c, cl: c.cl, cfg: cfg, ctx: ctx, cancel: cancel,
 		parts:    map[TopicPartition]*cpart{},
 		fetchers: map[int32]*fetcher{},
+		starved:  map[*fetcher]struct{}{},
 		wake:     make(chan struct{}, 1),
 	}
 	cs.runq.init()
@@ -80,7 +87,105 @@ func NewConsumer(c *Client, opts ...ConsumerOption) (*Consumer, error) {
 		cs.goOwned(cs.runner)
 	}
 	cs.goOwned(cs.coordinate)
+	if cfg.group.id != "" {
+		cs.member = newMember(cs)
+		mctx, mcancel := context.WithCancel(ctx)
+		cs.memberCancel = mcancel
+		cs.memberDone = make(chan struct{})
+		cs.goOwned(func() { cs.member.commits.run(ctx) })
+		cs.goOwned(func() {
+			defer close(cs.memberDone)
+			cs.member.run(mctx)
+		})
+	}
 	return cs, nil
+}
+
+// ErrGroupManaged: partitions of a group consumer are assigned by the group.
+var ErrGroupManaged = errors.New("riffle: partitions are assigned by the consumer group")
+
+// resetStart is where a partition without a committed offset starts.
+func (cs *Consumer) resetStart() StartOffset {
+	if cs.cfg.reset == ResetEarliest {
+		return AtEarliest()
+	}
+	return AtLatest()
+}
+
+// assignFromGroup adds partitions the group assigned.
+func (cs *Consumer) assignFromGroup(as []Assignment) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.closed {
+		return
+	}
+	for _, a := range as {
+		if _, ok := cs.parts[a.TopicPartition]; !ok {
+			cs.cl.AddTopics(a.Topic)
+			cs.parts[a.TopicPartition] = newCPart(cs, a)
+		}
+	}
+	cs.poke()
+}
+
+// processedOffsets returns, for the given partitions, the offset after the
+// last finished record (what a commit may cover).
+func (cs *Consumer) processedOffsets(tps []TopicPartition) map[TopicPartition]int64 {
+	out := map[TopicPartition]int64{}
+	for _, tp := range tps {
+		if p := cs.partition(tp); p != nil {
+			p.mu.Lock()
+			if p.processed >= 0 {
+				out[tp] = p.processed
+			}
+			p.mu.Unlock()
+		}
+	}
+	return out
+}
+
+// Commit synchronously commits, for every partition the group assigned to
+// this consumer, the offset after the last record whose handler finished.
+// Records merely fetched or still being handled are never covered.
+func (cs *Consumer) Commit(ctx context.Context) error {
+	if cs.member == nil {
+		return fmt.Errorf("%w: Commit needs a consumer group", ErrInvalidConfig)
+	}
+	return cs.member.commits.commitSync(ctx, cs.processedOffsets(cs.member.ownedList()))
+}
+
+// CommitOffsets synchronously commits the given offsets (the next offset to
+// consume, per partition) for the group.
+func (cs *Consumer) CommitOffsets(ctx context.Context, offsets map[TopicPartition]int64) error {
+	if cs.member == nil {
+		return fmt.Errorf("%w: CommitOffsets needs a consumer group", ErrInvalidConfig)
+	}
+	return cs.member.commits.commitSync(ctx, offsets)
+}
+
+// CommitAsync commits like Commit without waiting; fn (may be nil) gets
+// the outcome. Commits are sent one at a time in order, so a later commit
+// is never overtaken by an earlier one.
+func (cs *Consumer) CommitAsync(fn func(error)) {
+	if cs.member == nil {
+		if fn != nil {
+			fn(fmt.Errorf("%w: CommitAsync needs a consumer group", ErrInvalidConfig))
+		}
+		return
+	}
+	offsets := cs.processedOffsets(cs.member.ownedList())
+	w := make(chan error, 1)
+	cs.member.commits.enqueue(offsets, w)
+	if fn != nil {
+		cs.goOwned(func() {
+			select {
+			case err := <-w:
+				fn(err)
+			case <-cs.ctx.Done():
+				fn(ErrConsumerClosed)
+			}
+		})
+	}
 }
 
 func (cs *Consumer) goOwned(fn func()) {
@@ -106,6 +211,9 @@ type Assignment struct {
 
 // Assign adds partitions. A partition already assigned keeps its position.
 func (cs *Consumer) Assign(as ...Assignment) error {
+	if cs.member != nil {
+		return ErrGroupManaged
+	}
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	if cs.closed {
@@ -218,6 +326,12 @@ type PartitionStats struct {
 	Paused          bool
 	Leader          int32
 	Err             error
+	// Committed is the group's committed offset (-1 if none or no group).
+	Committed int64
+	// LagCommitted is HighWatermark - Committed; LagProcessed is
+	// HighWatermark - Processed (-1 when either side is unknown).
+	LagCommitted int64
+	LagProcessed int64
 }
 
 // ConsumerStats is a snapshot of the consumer's state.
@@ -239,7 +353,13 @@ func (cs *Consumer) Stats() ConsumerStats {
 	cs.mu.Unlock()
 	st := ConsumerStats{BufferedBytes: cs.buffered.Load()}
 	for _, p := range ps {
-		st.Partitions = append(st.Partitions, p.stats())
+		ps := p.stats()
+		ps.Committed = -1
+		if cs.member != nil {
+			ps.Committed = cs.member.commits.committedOffset(p.tp)
+		}
+		ps.LagCommitted, ps.LagProcessed = lag(ps.HighWatermark, ps.Committed), lag(ps.HighWatermark, ps.Processed)
+		st.Partitions = append(st.Partitions, ps)
 	}
 	sort.Slice(st.Partitions, func(i, j int) bool {
 		a, b := st.Partitions[i], st.Partitions[j]
@@ -263,12 +383,26 @@ func (cs *Consumer) Close(ctx context.Context) (map[TopicPartition]int64, error)
 		return nil, nil
 	}
 	cs.closed = true
+	cs.mu.Unlock()
+	if cs.member != nil {
+		// Stop the member first so no rebalance changes the assignment
+		// while we drain it.
+		cs.memberCancel()
+		<-cs.memberDone
+	}
+	cs.mu.Lock()
 	tps := make([]TopicPartition, 0, len(cs.parts))
 	for tp := range cs.parts {
 		tps = append(tps, tp)
 	}
 	cs.mu.Unlock()
 	pos, err := cs.remove(ctx, false, tps)
+	if cs.member != nil {
+		if cerr := cs.member.commits.commitSync(ctx, pos); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("final commit: %w", cerr))
+		}
+		cs.member.leave(ctx)
+	}
 	cs.cancel()
 	cs.wg.Wait()
 	return pos, err
@@ -452,4 +586,22 @@ func (cs *Consumer) reportError(pe *PartitionError) {
 	if cs.cfg.onError != nil {
 		cs.cfg.onError(pe)
 	}
+}
+
+func lag(hw, at int64) int64 {
+	if hw < 0 || at < 0 {
+		return -1
+	}
+	return max(hw-at, 0)
+}
+
+// kill stops the consumer like a crashed process (for tests): no revoke,
+// no commit, no LeaveGroup; handlers' contexts are cancelled and every
+// goroutine stops.
+func (cs *Consumer) kill() {
+	cs.mu.Lock()
+	cs.closed = true
+	cs.mu.Unlock()
+	cs.cancel()
+	cs.wg.Wait()
 }

@@ -117,6 +117,7 @@ type consumerConfig struct {
 	checkCRC        bool
 	maxDecompressed int
 	maxBatchRecords int
+	group           groupConfig
 }
 
 func defaultConsumerConfig() consumerConfig {
@@ -132,6 +133,7 @@ func defaultConsumerConfig() consumerConfig {
 		checkCRC:        true,
 		maxDecompressed: 128 << 20,
 		maxBatchRecords: 1000,
+		group:           defaultGroupConfig(),
 	}
 }
 
@@ -156,6 +158,34 @@ func (c *consumerConfig) validate() error {
 		return bad("partition buffer must be positive")
 	case c.maxBatchRecords < 1:
 		return bad("max batch records must be positive")
+	}
+	g := &c.group
+	if g.id == "" {
+		if len(g.topics) > 0 || g.pattern != nil {
+			return bad("SubscribeTopics/SubscribePattern need ConsumerGroup")
+		}
+		return nil
+	}
+	switch {
+	case len(g.topics) == 0 && g.pattern == nil:
+		return bad("group %q subscribes to nothing (use SubscribeTopics or SubscribePattern)", g.id)
+	case len(g.topics) > 0 && g.pattern != nil:
+		return bad("use SubscribeTopics or SubscribePattern, not both")
+	case len(g.balancers) == 0:
+		return bad("no group balancer")
+	case g.heartbeatInterval <= 0 || g.heartbeatInterval >= g.sessionTimeout:
+		return bad("heartbeat interval %v must be positive and below the session timeout %v", g.heartbeatInterval, g.sessionTimeout)
+	case g.rebalanceTimeout < g.sessionTimeout/10 || g.rebalanceTimeout <= 0:
+		return bad("rebalance timeout %v too small", g.rebalanceTimeout)
+	case g.revokeTimeout <= 0 || g.revokeTimeout >= g.rebalanceTimeout:
+		return bad("revoke timeout %v must be positive and below the rebalance timeout %v", g.revokeTimeout, g.rebalanceTimeout)
+	case g.autoCommitEvery <= 0:
+		return bad("auto-commit interval must be positive")
+	}
+	for _, b := range g.balancers {
+		if b.a == nil {
+			return bad("zero GroupBalancer")
+		}
 	}
 	return nil
 }

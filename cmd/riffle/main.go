@@ -1,0 +1,299 @@
+// Command riffle is a command-line Kafka client built on Riffle: it
+// describes clusters and topics, creates and deletes topics, and runs a
+// demo. Without --brokers (or RIFFLE_BROKERS) it starts an embedded
+// in-process cluster, so every command works with nothing installed.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/riffle-go/riffle"
+	"github.com/riffle-go/riffle/rifftest"
+	"github.com/spf13/cobra"
+)
+
+// Exit codes.
+const (
+	exitOK    = 0 // the command did what it was asked
+	exitFail  = 1 // the operation failed (unreachable cluster, broker error, ...)
+	exitUsage = 2 // bad flags or arguments
+)
+
+// Environment variables read by riffle.
+const (
+	envBrokers      = "RIFFLE_BROKERS"
+	envSASLPassword = "RIFFLE_SASL_PASSWORD"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run executes the command line args, writing results to stdout and
+// diagnostics to stderr, and returns the process exit code. It reads the
+// environment (RIFFLE_BROKERS, RIFFLE_SASL_PASSWORD) and stops on SIGINT
+// or SIGTERM.
+func run(args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	// After the first signal, let a second one kill the process the
+	// default way in case shutting down hangs.
+	context.AfterFunc(ctx, stop)
+
+	a := &app{stdout: stdout, stderr: stderr, getenv: os.Getenv, baseCtx: ctx}
+	defer a.close()
+	root := a.rootCmd()
+	if args == nil {
+		args = []string{} // nil makes cobra read os.Args
+	}
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetContext(ctx)
+	cmd, err := root.ExecuteC()
+	a.close()
+	return a.exitCode(cmd, err)
+}
+
+// app holds the state of one riffle invocation: the global flags and the
+// connection (and embedded cluster) shared by the command that runs.
+type app struct {
+	stdout, stderr io.Writer
+	getenv         func(string) string
+	baseCtx        context.Context // cancelled by SIGINT/SIGTERM
+
+	// Global flags.
+	brokers      []string
+	timeout      time.Duration
+	saslMech     saslMechanism
+	saslUser     string
+	saslPassword string
+	tlsOn        bool
+	tlsCA        string
+	tlsCert      string
+	tlsKey       string
+	tlsInsecure  bool
+	verbose      bool
+
+	// validated is set once cobra has parsed flags and arguments and the
+	// global flags passed their checks: errors before that are usage
+	// errors, errors after are failures.
+	validated bool
+	ctx       context.Context // baseCtx bounded by --timeout
+	cancel    context.CancelFunc
+	log       *slog.Logger // nil unless --verbose
+
+	embedded *rifftest.Cluster
+	client   *riffle.Client
+	dials    *dialTracker // connection failures, to explain timeouts
+}
+
+func (a *app) rootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "riffle",
+		Short: "A Kafka command-line client built on Riffle",
+		Long: `riffle inspects and manages Kafka clusters: it describes the cluster and
+its topics, creates and deletes topics, and runs a guided demo.
+
+Brokers come from --brokers or, failing that, the RIFFLE_BROKERS environment
+variable (comma-separated host:port; the port defaults to 9092). With
+neither, riffle starts an embedded 3-broker cluster in the process, with a
+topic "demo" of 6 partitions, and stops it when the command ends: handy for
+trying riffle out, useless for keeping data.
+
+Every command is bounded by --timeout and stops on Ctrl-C. Prefer the
+RIFFLE_SASL_PASSWORD environment variable to --sasl-password, which other
+users of the machine can see in the process list.
+
+Exit status: 0 on success, 1 when the operation failed (the error is
+printed as "riffle: ..." on stderr), 2 on a usage error (bad flags or
+arguments).`,
+		Example: `  # Try it out against an embedded cluster
+  riffle demo
+
+  # Describe a real cluster
+  riffle --brokers kafka-1:9092,kafka-2:9092 cluster
+  export RIFFLE_BROKERS=kafka-1:9092
+  riffle topic list -o json
+
+  # TLS and SASL/SCRAM
+  RIFFLE_SASL_PASSWORD=secret riffle --brokers kafka:9093 --tls \
+      --sasl-mechanism SCRAM-SHA-512 --sasl-user alice topic list`,
+		Version:           riffle.Version,
+		SilenceErrors:     true, // run prints errors itself, with the exit code
+		SilenceUsage:      true,
+		PersistentPreRunE: a.setup,
+	}
+	f := root.PersistentFlags()
+	f.StringSliceVar(&a.brokers, "brokers", nil, "seed brokers, comma-separated host:port (env "+envBrokers+"; none: start an embedded cluster)")
+	f.DurationVar(&a.timeout, "timeout", 30*time.Second, "time limit for the whole command")
+	f.Var(&a.saslMech, "sasl-mechanism", "SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
+	f.StringVar(&a.saslUser, "sasl-user", "", "SASL user name")
+	f.StringVar(&a.saslPassword, "sasl-password", "", "SASL password (prefer env "+envSASLPassword+")")
+	f.BoolVar(&a.tlsOn, "tls", false, "connect with TLS (implied by the other --tls-* flags)")
+	f.StringVar(&a.tlsCA, "tls-ca", "", "PEM file of CA certificates to trust instead of the system roots")
+	f.StringVar(&a.tlsCert, "tls-cert", "", "PEM file of the client certificate, for mutual TLS (needs --tls-key)")
+	f.StringVar(&a.tlsKey, "tls-key", "", "PEM file of the client certificate's private key")
+	f.BoolVar(&a.tlsInsecure, "tls-insecure", false, "do not verify broker certificates (unsafe)")
+	f.BoolVarP(&a.verbose, "verbose", "v", false, "log client activity (debug level) to stderr")
+
+	root.AddCommand(a.clusterCmd(), a.topicCmd(), a.demoCmd())
+	return root
+}
+
+// setup runs after cobra has parsed flags and arguments, before any
+// command: it checks the global flags and starts the --timeout clock.
+func (a *app) setup(cmd *cobra.Command, _ []string) error {
+	if a.timeout <= 0 {
+		return usageErrorf("--timeout must be positive, got %v", a.timeout)
+	}
+	if err := a.checkSecurityFlags(cmd); err != nil {
+		return err
+	}
+	if cmd.Flags().Changed("brokers") && len(cleanList(a.brokers)) == 0 {
+		return usageErrorf("--brokers is empty (omit it to start an embedded cluster)")
+	}
+	if a.verbose {
+		a.log = slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	a.ctx, a.cancel = context.WithTimeout(a.baseCtx, a.timeout)
+	a.validated = true
+	return nil
+}
+
+// context returns the command's context: cancelled by a signal or when
+// --timeout runs out.
+func (a *app) context() context.Context {
+	if a.ctx == nil {
+		return a.baseCtx
+	}
+	return a.ctx
+}
+
+// close releases the client and the embedded cluster. It is idempotent.
+func (a *app) close() {
+	if a.client != nil {
+		a.client.Close()
+		a.client = nil
+	}
+	if a.embedded != nil {
+		a.embedded.Close()
+		a.embedded = nil
+	}
+	if a.cancel != nil {
+		a.cancel()
+	}
+}
+
+// usageError is a mistake in the command line: exit code 2.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+func usageErrorf(format string, args ...any) error {
+	return &usageError{fmt.Errorf(format, args...)}
+}
+
+// errReported means the command already printed why it failed (one line
+// per failed topic, say) and only the exit code is left to set.
+var errReported = errors.New("failure already reported")
+
+// exitCode prints err, if any, and returns the exit code for it.
+func (a *app) exitCode(cmd *cobra.Command, err error) int {
+	if err == nil {
+		return exitOK
+	}
+	var ue *usageError
+	if errors.As(err, &ue) || !a.validated {
+		// Flag, argument and unknown-command errors come from cobra
+		// before setup runs; later ones are marked as usageError.
+		fmt.Fprintf(a.stderr, "riffle: %s\n", errText(err))
+		path := "riffle"
+		if cmd != nil {
+			path = cmd.CommandPath()
+		}
+		fmt.Fprintf(a.stderr, "Run '%s --help' for usage.\n", path)
+		return exitUsage
+	}
+	if errors.Is(err, errReported) {
+		return exitFail
+	}
+	fmt.Fprintf(a.stderr, "riffle: %s\n", a.describeFailure(err))
+	return exitFail
+}
+
+// describeFailure renders an operation error for humans: it says why the
+// command stopped early and drops the package prefix some errors carry.
+func (a *app) describeFailure(err error) string {
+	msg := errText(err)
+	if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		return msg
+	}
+	// The client may have been retrying connections until time ran out:
+	// say why they failed.
+	if f := a.dials.failures(); f != "" && !strings.Contains(msg, "no broker reachable") {
+		msg += "; last connection errors: " + f
+	}
+	switch {
+	case a.baseCtx.Err() != nil:
+		return "interrupted: " + msg
+	case a.timedOut():
+		return fmt.Sprintf("timed out after %v (--timeout): %s", a.timeout, msg)
+	}
+	return msg
+}
+
+// timedOut reports whether the --timeout deadline has passed. (The
+// context's own error may say "canceled" instead: the client's retry
+// budget can expire a hair earlier, and run cancels the context before
+// reporting.)
+func (a *app) timedOut() bool {
+	if a.ctx == nil {
+		return false
+	}
+	dl, ok := a.ctx.Deadline()
+	return ok && !time.Now().Before(dl)
+}
+
+// cleanList trims the items of a comma-separated list and drops empty
+// ones.
+func cleanList(items []string) []string {
+	var out []string
+	for _, it := range items {
+		for _, s := range strings.Split(it, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+// groupCmd returns a command that only groups subcommands: bare, it shows
+// its help; with an unknown subcommand it is a usage error (cobra would
+// otherwise print the help and succeed).
+func groupCmd(c *cobra.Command) *cobra.Command {
+	c.Args = cobra.ArbitraryArgs
+	c.SuggestionsMinimumDistance = 2
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return cmd.Help()
+		}
+		msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+			msg += fmt.Sprintf(" (did you mean %q?)", s[0])
+		}
+		return usageErrorf("%s", msg)
+	}
+	return c
+}

@@ -1,0 +1,630 @@
+package riffle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/riffle-go/riffle/internal/assign"
+	"github.com/riffle-go/riffle/internal/cluster"
+	"github.com/riffle-go/riffle/internal/errs"
+	"github.com/riffle-go/riffle/internal/kafkaerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// ErrGroup wraps group errors the member cannot fix by itself.
+var ErrGroup = errors.New("riffle: consumer group")
+
+// errRejoin asks the member loop to join again.
+var errRejoin = errors.New("rejoin")
+
+// member is a classic-protocol group member (JoinGroup/SyncGroup/
+// Heartbeat/LeaveGroup on the coordinator's group connection, so its
+// traffic never waits behind fetches). It owns the engine's assignment:
+// it adds partitions the group assigns and revokes or drops the ones it
+// loses. Commits go through the committer, one request at a time.
+type member struct {
+	cs  *Consumer
+	cfg *groupConfig
+
+	mu          sync.Mutex // guards the fields below for Stats and commits
+	memberID    string
+	generation  int32
+	protocol    string
+	coordinator int32
+	owned       map[TopicPartition]bool
+
+	commits *committer
+	rejoin  chan struct{}
+}
+
+func newMember(cs *Consumer) *member {
+	m := &member{
+		cs: cs, cfg: &cs.cfg.group,
+		generation: -1, coordinator: -1,
+		owned:  map[TopicPartition]bool{},
+		rejoin: make(chan struct{}, 1),
+	}
+	m.commits = newCommitter(m)
+	return m
+}
+
+func (m *member) cooperative() bool {
+	for _, b := range m.cfg.balancers {
+		if !b.a.Cooperative() {
+			return false
+		}
+	}
+	return true
+}
+
+func (m *member) requestRejoin() {
+	select {
+	case m.rejoin <- struct{}{}:
+	default:
+	}
+}
+
+func (m *member) groupError(err error) {
+	err = fmt.Errorf("%w %q: %w", ErrGroup, m.cfg.id, err)
+	m.cs.c.log.Error("group error", "group", m.cfg.id, "err", err)
+	if m.cfg.onGroupError != nil {
+		m.cfg.onGroupError(err)
+	}
+}
+
+// run is the member's life: join, sync, heartbeat; repeat on rebalance.
+// It returns when the consumer closes, after a final commit and leave.
+func (m *member) run(ctx context.Context) {
+	failures := 0
+	for ctx.Err() == nil {
+		if !m.cooperative() {
+			// Eager: give everything up before joining.
+			m.revokeAll(ctx)
+		}
+		assignment, err := m.joinAndSync(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			failures++
+			m.cs.c.log.Info("group join failed; retrying", "group", m.cfg.id, "err", err)
+			m.sleep(ctx, m.cs.c.cfg.retryBackoff.Delay(failures, rand.Float64()))
+			continue
+		}
+		failures = 0
+		again := m.apply(ctx, assignment)
+		if again {
+			continue // cooperative: revoked partitions must be reassigned
+		}
+		if err := m.heartbeat(ctx); err != nil && ctx.Err() == nil {
+			m.cs.c.log.Info("rejoining group", "group", m.cfg.id, "reason", err)
+		}
+	}
+}
+
+func (m *member) sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// findCoordinator returns the group coordinator's node id.
+func (m *member) findCoordinator(ctx context.Context) (int32, error) {
+	m.mu.Lock()
+	c := m.coordinator
+	m.mu.Unlock()
+	if c >= 0 {
+		return c, nil
+	}
+	req := kmsg.NewPtrFindCoordinatorRequest()
+	req.CoordinatorKey = m.cfg.id
+	req.CoordinatorKeys = []string{m.cfg.id}
+	req.CoordinatorType = 0
+	resp, err := m.cs.cl.RequestAny(ctx, req)
+	if err != nil {
+		return -1, err
+	}
+	r := resp.(*kmsg.FindCoordinatorResponse)
+	code, node := r.ErrorCode, r.NodeID
+	if len(r.Coordinators) > 0 {
+		code, node = r.Coordinators[0].ErrorCode, r.Coordinators[0].NodeID
+	}
+	if code != 0 {
+		return -1, kafkaerr.ForCode(code)
+	}
+	m.mu.Lock()
+	m.coordinator = node
+	m.mu.Unlock()
+	return node, nil
+}
+
+// groupRequest sends req to the coordinator on the group connection; a
+// coordinator error forgets the coordinator so the next call finds it.
+func (m *member) groupRequest(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	node, err := m.findCoordinator(ctx)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := m.cs.cl.Request(ctx, node, cluster.ClassGroup, req)
+	if err != nil {
+		m.forgetCoordinator()
+	}
+	return resp, err
+}
+
+func (m *member) forgetCoordinator() {
+	m.mu.Lock()
+	m.coordinator = -1
+	m.mu.Unlock()
+}
+
+// coordinatorError handles the codes that mean "ask someone else".
+func (m *member) coordinatorError(code int16) bool {
+	switch code {
+	case kafkaerr.NotCoordinator, kafkaerr.CoordinatorNotAvailable:
+		m.forgetCoordinator()
+		return true
+	case kafkaerr.CoordinatorLoadInProgress:
+		return true
+	}
+	return false
+}
+
+// subscription returns the topics the member subscribes to now.
+func (m *member) subscription(ctx context.Context) []string {
+	if m.cfg.pattern == nil {
+		return m.cfg.topics
+	}
+	topics, err := m.cs.c.Admin().ListTopics(ctx)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, t := range topics {
+		if !t.Internal && m.cfg.pattern.MatchString(t.Name) {
+			out = append(out, t.Name)
+		}
+	}
+	return out
+}
+
+func (m *member) ownedTPs() assign.TopicPartitions {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := assign.TopicPartitions{}
+	for tp := range m.owned {
+		out[tp.Topic] = append(out[tp.Topic], tp.Partition)
+	}
+	for t := range out {
+		sort.Slice(out[t], func(i, j int) bool { return out[t][i] < out[t][j] })
+	}
+	return out
+}
+
+// joinAndSync joins the group and returns this member's assignment.
+func (m *member) joinAndSync(ctx context.Context) (assign.TopicPartitions, error) {
+	topics := m.subscription(ctx)
+	m.cs.cl.AddTopics(topics...)
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		join := kmsg.NewPtrJoinGroupRequest()
+		m.mu.Lock()
+		join.Group = m.cfg.id
+		join.MemberID = m.memberID
+		gen := m.generation
+		m.mu.Unlock()
+		join.SessionTimeoutMillis = int32(m.cfg.sessionTimeout.Milliseconds())
+		join.RebalanceTimeoutMillis = int32(m.cfg.rebalanceTimeout.Milliseconds())
+		if m.cfg.instanceID != "" {
+			join.InstanceID = &m.cfg.instanceID
+		}
+		join.ProtocolType = "consumer"
+		owned := m.ownedTPs()
+		for _, b := range m.cfg.balancers {
+			p := kmsg.NewJoinGroupRequestProtocol()
+			p.Name = b.a.Name()
+			p.Metadata = assign.EncodeSubscription(b.a, topics, owned, gen)
+			join.Protocols = append(join.Protocols, p)
+		}
+		resp, err := m.groupRequest(ctx, join)
+		if err != nil {
+			return nil, err
+		}
+		jr := resp.(*kmsg.JoinGroupResponse)
+		switch jr.ErrorCode {
+		case 0:
+		case kafkaerr.MemberIDRequired:
+			m.mu.Lock()
+			m.memberID = jr.MemberID
+			m.mu.Unlock()
+			continue
+		case kafkaerr.UnknownMemberID:
+			m.resetMember()
+			continue
+		case kafkaerr.RebalanceInProgress:
+			continue
+		case kafkaerr.FencedInstanceID, kafkaerr.GroupAuthorizationFailed, kafkaerr.InvalidSessionTimeout,
+			kafkaerr.InconsistentGroupProtocol, kafkaerr.GroupMaxSizeReached:
+			err := kafkaerr.ForCode(jr.ErrorCode)
+			m.groupError(err)
+			return nil, err
+		default:
+			m.coordinatorError(jr.ErrorCode)
+			return nil, kafkaerr.ForCode(jr.ErrorCode)
+		}
+		m.mu.Lock()
+		m.memberID = jr.MemberID
+		m.generation = jr.Generation
+		if jr.Protocol != nil {
+			m.protocol = *jr.Protocol
+		}
+		proto := m.protocol
+		m.mu.Unlock()
+
+		sync := kmsg.NewPtrSyncGroupRequest()
+		sync.Group = m.cfg.id
+		sync.Generation = jr.Generation
+		sync.MemberID = jr.MemberID
+		sync.InstanceID = join.InstanceID
+		sync.ProtocolType = kmsg.StringPtr("consumer")
+		sync.Protocol = kmsg.StringPtr(proto)
+		if jr.LeaderID == jr.MemberID && !jr.SkipAssignment {
+			plan, err := m.lead(ctx, proto, jr.Members)
+			if err != nil {
+				return nil, err
+			}
+			for id, tps := range plan {
+				a := kmsg.NewSyncGroupRequestGroupAssignment()
+				a.MemberID = id
+				a.MemberAssignment = assign.EncodeAssignment(tps, nil)
+				sync.GroupAssignment = append(sync.GroupAssignment, a)
+			}
+		}
+		resp, err = m.groupRequest(ctx, sync)
+		if err != nil {
+			return nil, err
+		}
+		sr := resp.(*kmsg.SyncGroupResponse)
+		switch sr.ErrorCode {
+		case 0:
+		case kafkaerr.RebalanceInProgress:
+			continue
+		case kafkaerr.UnknownMemberID, kafkaerr.IllegalGeneration:
+			m.lose(ctx)
+			if sr.ErrorCode == kafkaerr.UnknownMemberID {
+				m.resetMember()
+			}
+			continue
+		default:
+			m.coordinatorError(sr.ErrorCode)
+			return nil, kafkaerr.ForCode(sr.ErrorCode)
+		}
+		tps, err := assign.DecodeAssignment(sr.MemberAssignment)
+		if err != nil {
+			return nil, fmt.Errorf("%w: assignment: %v", errs.ErrMalformed, err)
+		}
+		return tps, nil
+	}
+}
+
+func (m *member) resetMember() {
+	m.mu.Lock()
+	m.memberID = ""
+	m.generation = -1
+	m.mu.Unlock()
+}
+
+// lead computes the group's assignment as its leader.
+func (m *member) lead(ctx context.Context, proto string, jms []kmsg.JoinGroupResponseMember) (map[string]assign.TopicPartitions, error) {
+	var bal assign.Assignor
+	for _, b := range m.cfg.balancers {
+		if b.a.Name() == proto {
+			bal = b.a
+		}
+	}
+	if bal == nil {
+		return nil, fmt.Errorf("%w: the group chose protocol %q, which this member does not have", ErrGroup, proto)
+	}
+	var members []assign.Member
+	all := map[string]bool{}
+	for _, jm := range jms {
+		mem, err := assign.DecodeSubscription(proto, jm.MemberID, jm.ProtocolMetadata)
+		if err != nil {
+			m.cs.c.log.Warn("undecodable member metadata; member gets nothing", "group", m.cfg.id, "member", jm.MemberID, "err", err)
+			mem = assign.Member{ID: jm.MemberID}
+		}
+		if jm.InstanceID != nil {
+			mem.InstanceID = *jm.InstanceID
+		}
+		members = append(members, mem)
+		for _, t := range mem.Topics {
+			all[t] = true
+		}
+	}
+	counts := map[string]int32{}
+	for t := range all {
+		tm, err := m.cs.cl.Topic(ctx, t)
+		if err != nil {
+			if errors.Is(err, errs.ErrUnknownTopic) {
+				continue // subscribed but missing: nothing to assign
+			}
+			return nil, err
+		}
+		counts[t] = int32(len(tm.Partitions))
+	}
+	plan := bal.Assign(members, counts)
+	if bal.Cooperative() {
+		plan = assign.CooperativeAdjust(plan, members)
+	}
+	for _, mem := range members {
+		if _, ok := plan[mem.ID]; !ok {
+			plan[mem.ID] = assign.TopicPartitions{}
+		}
+	}
+	return plan, nil
+}
+
+// apply makes the engine consume exactly the assignment. It returns true if
+// partitions were revoked under the cooperative protocol, which requires
+// joining again so they can be handed to their new owners.
+func (m *member) apply(ctx context.Context, tps assign.TopicPartitions) bool {
+	want := map[TopicPartition]bool{}
+	for t, ps := range tps {
+		for _, p := range ps {
+			want[TopicPartition{t, p}] = true
+		}
+	}
+	m.mu.Lock()
+	var revoked, added []TopicPartition
+	for tp := range m.owned {
+		if !want[tp] {
+			revoked = append(revoked, tp)
+		}
+	}
+	for tp := range want {
+		if !m.owned[tp] {
+			added = append(added, tp)
+		}
+	}
+	m.mu.Unlock()
+	sortTPs(revoked)
+	sortTPs(added)
+	if len(revoked) > 0 {
+		m.revoke(ctx, revoked)
+	}
+	if len(added) > 0 {
+		m.add(ctx, added)
+	}
+	return len(revoked) > 0 && m.cooperative()
+}
+
+func sortTPs(tps []TopicPartition) {
+	sort.Slice(tps, func(i, j int) bool {
+		if tps[i].Topic != tps[j].Topic {
+			return tps[i].Topic < tps[j].Topic
+		}
+		return tps[i].Partition < tps[j].Partition
+	})
+}
+
+// add starts consuming newly assigned partitions from their committed
+// offsets (or the reset policy when none).
+func (m *member) add(ctx context.Context, tps []TopicPartition) {
+	committed, err := m.commits.fetch(ctx, tps)
+	if err != nil && ctx.Err() == nil {
+		m.cs.c.log.Warn("fetching committed offsets failed; rejoining", "group", m.cfg.id, "err", err)
+		m.requestRejoin()
+		return
+	}
+	var as []Assignment
+	for _, tp := range tps {
+		start := m.cs.resetStart()
+		if off, ok := committed[tp]; ok && off >= 0 {
+			start = AtOffset(off)
+		} else if m.cs.cfg.reset == ResetNone {
+			m.cs.reportError(&PartitionError{Topic: tp.Topic, Partition: tp.Partition, Offset: -1,
+				Err: fmt.Errorf("%w: no committed offset and reset policy none", ErrOffsetOutOfRange)})
+		}
+		as = append(as, Assignment{TopicPartition: tp, Start: start})
+	}
+	m.mu.Lock()
+	for _, tp := range tps {
+		m.owned[tp] = true
+	}
+	m.mu.Unlock()
+	m.cs.assignFromGroup(as)
+	if m.cfg.onAssigned != nil {
+		m.cfg.onAssigned(ctx, tps)
+	}
+}
+
+// revoke gives partitions up cleanly: dispatch stops, running handlers are
+// waited for (up to RevokeTimeout), finished offsets are committed, then
+// the callback runs and the partitions are gone. A handler that outlives
+// the timeout makes its partition lost instead (no commit, error reported).
+func (m *member) revoke(ctx context.Context, tps []TopicPartition) {
+	rctx, cancel := context.WithTimeout(ctx, m.cfg.revokeTimeout)
+	pos, err := m.cs.remove(rctx, false, tps)
+	cancel()
+	if err != nil {
+		// remove left the partitions whose handler outlived the timeout
+		// out of pos: they are lost, not committed.
+		m.groupError(fmt.Errorf("revoke timeout %v: %w (those partitions are treated as lost, not committed)", m.cfg.revokeTimeout, err))
+	}
+	if len(pos) > 0 {
+		cctx, ccancel := context.WithTimeout(ctx, m.cfg.revokeTimeout)
+		if err := m.commits.commitSync(cctx, pos); err != nil && ctx.Err() == nil {
+			m.cs.c.log.Warn("commit on revoke failed", "group", m.cfg.id, "err", err)
+		}
+		ccancel()
+	}
+	m.mu.Lock()
+	for _, tp := range tps {
+		delete(m.owned, tp)
+	}
+	m.mu.Unlock()
+	if m.cfg.onRevoked != nil {
+		m.cfg.onRevoked(ctx, tps)
+	}
+}
+
+func (m *member) revokeAll(ctx context.Context) {
+	m.mu.Lock()
+	var tps []TopicPartition
+	for tp := range m.owned {
+		tps = append(tps, tp)
+	}
+	m.mu.Unlock()
+	if len(tps) > 0 {
+		sortTPs(tps)
+		m.revoke(ctx, tps)
+	}
+}
+
+// lose drops every partition without committing: another member may
+// already own them. Handlers' contexts are cancelled.
+func (m *member) lose(ctx context.Context) {
+	m.mu.Lock()
+	var tps []TopicPartition
+	for tp := range m.owned {
+		tps = append(tps, tp)
+	}
+	m.owned = map[TopicPartition]bool{}
+	m.mu.Unlock()
+	if len(tps) == 0 {
+		return
+	}
+	sortTPs(tps)
+	m.cs.remove(ctx, true, tps)
+	m.cs.c.log.Warn("partitions lost", "group", m.cfg.id, "count", len(tps))
+	if m.cfg.onLost != nil {
+		m.cfg.onLost(ctx, tps)
+	}
+}
+
+// heartbeat keeps the membership alive until a rebalance is needed, the
+// member is fenced, or the consumer closes. Auto-commits ride along.
+func (m *member) heartbeat(ctx context.Context) error {
+	hb := time.NewTicker(m.cfg.heartbeatInterval)
+	defer hb.Stop()
+	var ac <-chan time.Time
+	if m.cfg.autoCommit {
+		t := time.NewTicker(m.cfg.autoCommitEvery)
+		defer t.Stop()
+		ac = t.C
+	}
+	meta := time.NewTicker(min(m.cs.c.cfg.metadataMaxAge, 10*time.Second))
+	defer meta.Stop()
+	lastOK := time.Now()
+	known := m.subscriptionShape(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-m.rejoin:
+			return errRejoin
+		case <-ac:
+			m.commits.commitAsync(m.cs.processedOffsets(m.ownedList()))
+		case <-meta.C:
+			if shape := m.subscriptionShape(ctx); shape != known && shape != "" {
+				return fmt.Errorf("subscribed topics or partition counts changed")
+			}
+		case <-hb.C:
+			req := kmsg.NewPtrHeartbeatRequest()
+			m.mu.Lock()
+			req.Group, req.Generation, req.MemberID = m.cfg.id, m.generation, m.memberID
+			m.mu.Unlock()
+			if m.cfg.instanceID != "" {
+				req.InstanceID = &m.cfg.instanceID
+			}
+			hctx, cancel := context.WithTimeout(ctx, m.cfg.sessionTimeout)
+			resp, err := m.groupRequest(hctx, req)
+			cancel()
+			if err != nil {
+				if time.Since(lastOK) > m.cfg.sessionTimeout {
+					// The coordinator has surely evicted us.
+					m.lose(ctx)
+					return fmt.Errorf("no heartbeat for %v: %w", m.cfg.sessionTimeout, err)
+				}
+				continue
+			}
+			code := resp.(*kmsg.HeartbeatResponse).ErrorCode
+			switch code {
+			case 0:
+				lastOK = time.Now()
+			case kafkaerr.RebalanceInProgress:
+				return kafkaerr.ForCode(code)
+			case kafkaerr.UnknownMemberID, kafkaerr.IllegalGeneration, kafkaerr.FencedInstanceID:
+				m.lose(ctx)
+				if code == kafkaerr.UnknownMemberID {
+					m.resetMember()
+				}
+				if code == kafkaerr.FencedInstanceID {
+					m.groupError(kafkaerr.ForCode(code))
+				}
+				return kafkaerr.ForCode(code)
+			default:
+				m.coordinatorError(code)
+			}
+		}
+	}
+}
+
+// subscriptionShape summarizes the subscribed topics and their partition
+// counts, to notice changes that need a rebalance.
+func (m *member) subscriptionShape(ctx context.Context) string {
+	topics := m.subscription(ctx)
+	sort.Strings(topics)
+	snap := m.cs.cl.Snapshot()
+	shape := ""
+	for _, t := range topics {
+		n := 0
+		if tm := snap.Topics[t]; tm != nil {
+			n = len(tm.Partitions)
+		}
+		shape += fmt.Sprintf("%s:%d,", t, n)
+	}
+	m.cs.cl.AddTopics(topics...)
+	return shape
+}
+
+func (m *member) ownedList() []TopicPartition {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]TopicPartition, 0, len(m.owned))
+	for tp := range m.owned {
+		out = append(out, tp)
+	}
+	return out
+}
+
+// leave commits finished work and leaves the group (static members stay:
+// leaving would trigger the rebalance static membership exists to avoid).
+func (m *member) leave(ctx context.Context) {
+	m.mu.Lock()
+	memberID := m.memberID
+	m.mu.Unlock()
+	if memberID == "" || m.cfg.instanceID != "" {
+		return
+	}
+	req := kmsg.NewPtrLeaveGroupRequest()
+	req.Group = m.cfg.id
+	req.MemberID = memberID
+	lm := kmsg.NewLeaveGroupRequestMember()
+	lm.MemberID = memberID
+	lm.Reason = kmsg.StringPtr("consumer closing")
+	req.Members = append(req.Members, lm)
+	if _, err := m.groupRequest(ctx, req); err != nil {
+		m.cs.c.log.Info("leave group failed", "group", m.cfg.id, "err", err)
+	}
+}

@@ -1,0 +1,243 @@
+package riffle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+
+	"github.com/riffle-go/riffle/internal/kafkaerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// committer serializes a member's offset commits: one OffsetCommit in
+// flight at a time, later requests merged into the next, so a commit can
+// never be overtaken by an earlier one.
+type committer struct {
+	m *member
+
+	mu        sync.Mutex
+	pending   map[TopicPartition]int64
+	waiters   []chan error
+	committed map[TopicPartition]int64
+	wake      chan struct{}
+}
+
+func newCommitter(m *member) *committer {
+	return &committer{
+		m: m, pending: map[TopicPartition]int64{}, committed: map[TopicPartition]int64{},
+		wake: make(chan struct{}, 1),
+	}
+}
+
+func (c *committer) enqueue(offsets map[TopicPartition]int64, w chan error) {
+	c.mu.Lock()
+	for tp, o := range offsets {
+		c.pending[tp] = o
+	}
+	if w != nil {
+		c.waiters = append(c.waiters, w)
+	}
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// commitAsync queues offsets; errors are logged.
+func (c *committer) commitAsync(offsets map[TopicPartition]int64) {
+	if len(offsets) > 0 {
+		c.enqueue(offsets, nil)
+	}
+}
+
+// commitSync queues offsets and waits until a commit carrying them (or
+// later ones) finished.
+func (c *committer) commitSync(ctx context.Context, offsets map[TopicPartition]int64) error {
+	w := make(chan error, 1)
+	c.enqueue(offsets, w)
+	select {
+	case err := <-w:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// committedOffset returns the last committed offset of tp, or -1.
+func (c *committer) committedOffset(tp TopicPartition) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if o, ok := c.committed[tp]; ok {
+		return o
+	}
+	return -1
+}
+
+// run sends commits one at a time until ctx ends.
+func (c *committer) run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			c.failWaiters(ctx.Err())
+			return
+		case <-c.wake:
+		}
+		c.mu.Lock()
+		offsets, waiters := c.pending, c.waiters
+		c.pending, c.waiters = map[TopicPartition]int64{}, nil
+		c.mu.Unlock()
+		if len(offsets) == 0 {
+			for _, w := range waiters {
+				w <- nil
+			}
+			continue
+		}
+		err := c.send(ctx, offsets)
+		if err != nil && ctx.Err() == nil {
+			c.m.cs.c.log.Warn("offset commit failed", "group", c.m.cfg.id, "err", err)
+		}
+		for _, w := range waiters {
+			w <- err
+		}
+	}
+}
+
+func (c *committer) failWaiters(err error) {
+	c.mu.Lock()
+	ws := c.waiters
+	c.waiters = nil
+	c.mu.Unlock()
+	for _, w := range ws {
+		w <- err
+	}
+}
+
+// send commits offsets, retrying coordinator moves; the generation and
+// member id are those current at each attempt.
+func (c *committer) send(ctx context.Context, offsets map[TopicPartition]int64) error {
+	m := c.m
+	for attempt := 1; ; attempt++ {
+		req := kmsg.NewPtrOffsetCommitRequest()
+		m.mu.Lock()
+		req.Group, req.Generation, req.MemberID = m.cfg.id, m.generation, m.memberID
+		m.mu.Unlock()
+		if m.cfg.instanceID != "" {
+			req.InstanceID = &m.cfg.instanceID
+		}
+		idx := map[string]int{}
+		for tp, o := range offsets {
+			i, ok := idx[tp.Topic]
+			if !ok {
+				i = len(req.Topics)
+				idx[tp.Topic] = i
+				t := kmsg.NewOffsetCommitRequestTopic()
+				t.Topic = tp.Topic
+				req.Topics = append(req.Topics, t)
+			}
+			p := kmsg.NewOffsetCommitRequestTopicPartition()
+			p.Partition = tp.Partition
+			p.Offset = o
+			p.LeaderEpoch = -1
+			p.Metadata = kmsg.StringPtr(m.cfg.commitMetadata)
+			req.Topics[i].Partitions = append(req.Topics[i].Partitions, p)
+		}
+		resp, err := m.groupRequest(ctx, req)
+		if err != nil {
+			if ctx.Err() != nil || attempt >= 5 {
+				return err
+			}
+			m.sleep(ctx, m.cs.c.cfg.retryBackoff.Delay(attempt, rand.Float64()))
+			continue
+		}
+		var errsOut []error
+		retry := false
+		for _, t := range resp.(*kmsg.OffsetCommitResponse).Topics {
+			for _, p := range t.Partitions {
+				tp := TopicPartition{t.Topic, p.Partition}
+				if p.ErrorCode == 0 {
+					c.mu.Lock()
+					c.committed[tp] = offsets[tp]
+					c.mu.Unlock()
+					continue
+				}
+				if m.coordinatorError(p.ErrorCode) {
+					retry = true
+					continue
+				}
+				errsOut = append(errsOut, fmt.Errorf("%s: %w", tp, kafkaerr.ForCode(p.ErrorCode)))
+			}
+		}
+		if retry && attempt < 5 {
+			m.sleep(ctx, m.cs.c.cfg.retryBackoff.Delay(attempt, rand.Float64()))
+			continue
+		}
+		return errors.Join(errsOut...)
+	}
+}
+
+// fetch returns the committed offsets of tps (-1 where none), waiting out
+// unstable offsets of open transactions (KIP-447 RequireStable).
+func (c *committer) fetch(ctx context.Context, tps []TopicPartition) (map[TopicPartition]int64, error) {
+	m := c.m
+	for attempt := 1; ; attempt++ {
+		req := kmsg.NewPtrOffsetFetchRequest()
+		req.Group = m.cfg.id
+		req.RequireStable = true
+		idx := map[string]int{}
+		for _, tp := range tps {
+			i, ok := idx[tp.Topic]
+			if !ok {
+				i = len(req.Topics)
+				idx[tp.Topic] = i
+				t := kmsg.NewOffsetFetchRequestTopic()
+				t.Topic = tp.Topic
+				req.Topics = append(req.Topics, t)
+			}
+			req.Topics[i].Partitions = append(req.Topics[i].Partitions, tp.Partition)
+		}
+		resp, err := m.groupRequest(ctx, req)
+		var code int16
+		var r *kmsg.OffsetFetchResponse
+		if err == nil {
+			r = resp.(*kmsg.OffsetFetchResponse)
+			code = r.ErrorCode
+			for _, t := range r.Topics {
+				for _, p := range t.Partitions {
+					if p.ErrorCode != 0 && code == 0 {
+						code = p.ErrorCode
+					}
+				}
+			}
+		}
+		switch {
+		case err == nil && code == 0:
+			out := map[TopicPartition]int64{}
+			for _, t := range r.Topics {
+				for _, p := range t.Partitions {
+					out[TopicPartition{t.Topic, p.Partition}] = p.Offset
+					if p.Offset >= 0 {
+						c.mu.Lock()
+						c.committed[TopicPartition{t.Topic, p.Partition}] = p.Offset
+						c.mu.Unlock()
+					}
+				}
+			}
+			return out, nil
+		case err == nil && !(m.coordinatorError(code) || code == kafkaerr.UnstableOffsetCommit):
+			return nil, kafkaerr.ForCode(code)
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if attempt >= 20 {
+			if err == nil {
+				err = kafkaerr.ForCode(code)
+			}
+			return nil, err
+		}
+		m.sleep(ctx, m.cs.c.cfg.retryBackoff.Delay(attempt, rand.Float64()))
+	}
+}

@@ -1,0 +1,270 @@
+package riffle
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+// groupHarness runs group members over one topic and records every
+// handler call, to check no partition is ever handled by two members at
+// once and which records were processed more than once.
+type groupHarness struct {
+	t         *testing.T
+	cl        *Client
+	topic     string
+	group     string
+	balancer  GroupBalancer
+	active    []atomic.Int32 // handler calls in progress per partition
+	overlap   atomic.Value   // first overlap seen
+	mu        sync.Mutex
+	processed map[[2]int64][]int // (partition, offset) -> member ids
+	killed    map[int]bool
+	total     atomic.Int64
+	nextID    int
+}
+
+func newGroupHarness(t *testing.T, cl *Client, topic string, partitions int, b GroupBalancer) *groupHarness {
+	return &groupHarness{
+		t: t, cl: cl, topic: topic, group: "g-" + topic, balancer: b,
+		active:    make([]atomic.Int32, partitions),
+		processed: map[[2]int64][]int{},
+		killed:    map[int]bool{},
+	}
+}
+
+func (h *groupHarness) start() (*Consumer, int) {
+	h.mu.Lock()
+	id := h.nextID
+	h.nextID++
+	h.mu.Unlock()
+	cs, err := NewConsumer(h.cl,
+		ConsumerGroup(h.group), SubscribeTopics(h.topic), Balancers(h.balancer),
+		OffsetReset(ResetEarliest),
+		SessionTimeout(1500*time.Millisecond), HeartbeatInterval(100*time.Millisecond),
+		RebalanceTimeout(10*time.Second), RevokeTimeout(5*time.Second),
+		AutoCommitInterval(200*time.Millisecond),
+		HandleRecord(func(ctx context.Context, r *Record) error {
+			if n := h.active[r.Partition].Add(1); n > 1 {
+				h.overlap.CompareAndSwap(nil, fmt.Sprintf("partition %d handled by %d members at once (offset %d)", r.Partition, n, r.Offset))
+			}
+			if rand.IntN(50) == 0 {
+				time.Sleep(time.Millisecond)
+			}
+			h.mu.Lock()
+			k := [2]int64{int64(r.Partition), r.Offset}
+			h.processed[k] = append(h.processed[k], id)
+			h.mu.Unlock()
+			h.total.Add(1)
+			h.active[r.Partition].Add(-1)
+			return nil
+		}),
+	)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return cs, id
+}
+
+// kill stops a member like a crashed process: no revoke, no commit, no
+// LeaveGroup. The coordinator notices only when its session expires.
+func (h *groupHarness) kill(cs *Consumer, id int) {
+	h.mu.Lock()
+	h.killed[id] = true
+	h.mu.Unlock()
+	cs.kill()
+}
+
+// check asserts every record 0..n-1 of each partition was processed, and
+// that any record processed twice was first processed by a killed member
+// (work it had not committed).
+func (h *groupHarness) check(perPartition int) {
+	h.t.Helper()
+	if o := h.overlap.Load(); o != nil {
+		h.t.Fatal(o)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	dups := 0
+	for p := 0; p < len(h.active); p++ {
+		for o := 0; o < perPartition; o++ {
+			by := h.processed[[2]int64{int64(p), int64(o)}]
+			if len(by) == 0 {
+				h.t.Fatalf("record %d@%d never processed", p, o)
+			}
+			if len(by) > 1 {
+				dups++
+				if !h.killed[by[0]] {
+					h.t.Fatalf("record %d@%d processed by members %v; the first was not killed, so its work was committed", p, o, by)
+				}
+			}
+		}
+	}
+	h.t.Logf("%d records processed, %d duplicates (all after hard kills)", h.total.Load(), dups)
+}
+
+func runChurn(t *testing.T, b GroupBalancer) {
+	fake := newFake(t, kfake.NumBrokers(3), kfake.SeedTopics(8, "churn"), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	cl := newTestClient(t, SeedBrokers(fake.ListenAddrs()...))
+	const perPartition = 5000 // 40,000 records over 8 partitions
+	produceN(t, cl, "churn", 8, perPartition)
+
+	h := newGroupHarness(t, cl, "churn", 8, b)
+	type running struct {
+		cs *Consumer
+		id int
+	}
+	var members []running
+	for i := 0; i < 4; i++ {
+		cs, id := h.start()
+		members = append(members, running{cs, id})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	// Churn: every 400 ms a member leaves cleanly, is killed, or joins.
+	for round := 0; h.total.Load() < 8*perPartition && ctx.Err() == nil; round++ {
+		time.Sleep(400 * time.Millisecond)
+		switch {
+		case round%3 == 0 && len(members) > 2:
+			m := members[0]
+			members = members[1:]
+			cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
+			if _, err := m.cs.Close(cctx); err != nil {
+				t.Errorf("close: %v", err)
+			}
+			ccancel()
+		case round%3 == 1 && len(members) > 2 && round < 12:
+			m := members[len(members)-1]
+			members = members[:len(members)-1]
+			h.kill(m.cs, m.id)
+		default:
+			if len(members) < 5 {
+				cs, id := h.start()
+				members = append(members, running{cs, id})
+			}
+		}
+	}
+	// Let the group settle and finish.
+	deadline := time.Now().Add(60 * time.Second)
+	for !h.allDone(perPartition) && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, m := range members {
+		m.cs.Close(context.Background())
+	}
+	h.check(perPartition)
+}
+
+func (h *groupHarness) allDone(per int) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for p := 0; p < len(h.active); p++ {
+		for o := 0; o < per; o++ {
+			if len(h.processed[[2]int64{int64(p), int64(o)}]) == 0 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func TestGroupChurnCooperative(t *testing.T) { runChurn(t, CooperativeStickyBalancer()) }
+func TestGroupChurnEager(t *testing.T)       { runChurn(t, RangeBalancer()) }
+
+// Commits of finished work survive a clean handover: a second member
+// continues exactly where the first stopped.
+func TestGroupCommitHandover(t *testing.T) {
+	fake := newFake(t, kfake.NumBrokers(1), kfake.SeedTopics(2, "t"), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	cl := newTestClient(t, SeedBrokers(fake.ListenAddrs()...))
+	produceN(t, cl, "t", 2, 100)
+	var mu sync.Mutex
+	seen := map[string]int{}
+	var n atomic.Int32
+	mk := func() *Consumer {
+		cs, err := NewConsumer(cl, ConsumerGroup("g"), SubscribeTopics("t"), OffsetReset(ResetEarliest),
+			SessionTimeout(time.Second), HeartbeatInterval(100*time.Millisecond), DisableAutoCommit(),
+			HandleRecord(func(ctx context.Context, r *Record) error {
+				time.Sleep(2 * time.Millisecond)
+				n.Add(1)
+				mu.Lock()
+				seen[fmt.Sprint(r.Partition, "@", r.Offset)]++
+				mu.Unlock()
+				return nil
+			}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cs
+	}
+	a := mk()
+	for n.Load() < 60 {
+		time.Sleep(time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// Close waits for the running handlers and commits what finished
+	// (auto-commit is off: only the final commit carries the handover).
+	if _, err := a.Close(ctx); err != nil {
+		t.Fatalf("close a: %v", err)
+	}
+	if n.Load() >= 200 {
+		t.Fatal("the first member finished everything; the test proves nothing")
+	}
+	b := mk()
+	deadline := time.Now().Add(20 * time.Second)
+	for n.Load() < 200 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // any duplicate would show up now
+	b.Close(ctx)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 200 {
+		t.Fatalf("%d distinct records processed, want 200", len(seen))
+	}
+	for k, c := range seen {
+		if c != 1 {
+			t.Fatalf("record %s processed %d times after a clean handover", k, c)
+		}
+	}
+}
+
+// Many async commits in flight: the committed offset ends at the newest.
+func TestGroupCommitOrdering(t *testing.T) {
+	fake := newFake(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "t"), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	cl := newTestClient(t, SeedBrokers(fake.ListenAddrs()...))
+	cs, err := NewConsumer(cl, ConsumerGroup("g"), SubscribeTopics("t"), DisableAutoCommit(),
+		SessionTimeout(time.Second), HeartbeatInterval(100*time.Millisecond),
+		HandleRecord(func(context.Context, *Record) error { return nil }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close(context.Background())
+	tp := TopicPartition{"t", 0}
+	var wg sync.WaitGroup
+	for i := 1; i <= 200; i++ {
+		wg.Add(1)
+		o := int64(i)
+		cs.member.commits.enqueue(map[TopicPartition]int64{tp: o}, nil)
+		wg.Done()
+	}
+	wg.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := cs.CommitOffsets(ctx, map[TopicPartition]int64{tp: 201}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := cs.member.commits.fetch(ctx, []TopicPartition{tp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[tp] != 201 {
+		t.Fatalf("committed %d, want 201", got[tp])
+	}
+}

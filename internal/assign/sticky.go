@@ -1,0 +1,540 @@
+package assign
+
+import (
+	"slices"
+	"sort"
+)
+
+type stickyAssignor struct{ cooperative bool }
+
+func (s stickyAssignor) Name() string {
+	if s.cooperative {
+		return CooperativeStickyName
+	}
+	return StickyName
+}
+
+func (s stickyAssignor) Cooperative() bool { return s.cooperative }
+
+func (s stickyAssignor) Assign(members []Member, topics map[string]int32) map[string]TopicPartitions {
+	ms := sortedMembers(members)
+	b := newBalancer(ms, topics)
+	b.resolveOwnership()
+	if b.homogeneous() {
+		b.assignHomogeneous()
+	} else {
+		b.assignGeneral()
+	}
+	if s.cooperative {
+		b.adjustCooperative()
+	}
+	return b.plan()
+}
+
+// balancer holds the state of one sticky balancing run. Topics are numbered
+// in name order and members in Java member order; a partition is identified
+// within the run by its pid, base[topic]+partition.
+type balancer struct {
+	ms          []*Member
+	names       []string  // topic names, sorted; only subscribed topics with partitions
+	counts      []int32   // partition count per topic
+	base        []int     // pid of partition 0 per topic
+	nparts      int       // total partitions
+	subs        [][]int32 // per member: subscribed topic numbers, ascending
+	subscribers [][]int32 // per topic: subscribing members, ascending
+	topicNums   map[string]int32
+	owner       []int32 // per pid: previous owner after conflict resolution, or -1
+	assigned    []int32 // per pid: planned member, or -1
+
+	// Claims, for the cooperative adjustment: per pid whether any member
+	// claims it, the highest claimed generation and the only member
+	// claiming it at that generation (-1 if several do).
+	claimed  []bool
+	claimGen []int32
+	top      []int32
+
+	// General-path state.
+	hold    [][]holding // per member, aligned with subs: partitions held
+	load    []int       // per member: partitions held
+	stuck   []bool      // per member: no augmenting path from it (see augment)
+	stamp   int32       // BFS generation for seenM / seenT
+	seenM   []int32
+	seenT   []int32
+	parentM []int32 // BFS tree: the member that gives to this member
+	parentT []int32 // BFS tree: the topic it gives
+}
+
+// holding is what a member holds of one topic: partitions it owned before
+// this rebalance (kept) and partitions new to it (fresh). Moves take fresh
+// partitions first, as moving those costs no stickiness.
+type holding struct {
+	kept, fresh []int32
+}
+
+func (h *holding) n() int { return len(h.kept) + len(h.fresh) }
+
+func newBalancer(ms []*Member, topics map[string]int32) *balancer {
+	subsByName, names := subscribers(ms, topics)
+	b := &balancer{
+		ms:          ms,
+		names:       names,
+		counts:      make([]int32, len(names)),
+		base:        make([]int, len(names)),
+		subs:        make([][]int32, len(ms)),
+		subscribers: make([][]int32, len(names)),
+		topicNums:   make(map[string]int32, len(names)),
+	}
+	for t, name := range names {
+		b.topicNums[name] = int32(t)
+		b.counts[t] = topics[name]
+		b.base[t] = b.nparts
+		b.nparts += int(topics[name])
+		for _, mi := range subsByName[name] {
+			b.subscribers[t] = append(b.subscribers[t], int32(mi))
+			b.subs[mi] = append(b.subs[mi], int32(t)) // t ascends, so subs stays sorted
+		}
+	}
+	b.owner = make([]int32, b.nparts)
+	b.assigned = make([]int32, b.nparts)
+	for i := range b.owner {
+		b.owner[i] = -1
+		b.assigned[i] = -1
+	}
+	return b
+}
+
+// topicNum returns the number of a topic, or -1 if it is not balanced.
+func (b *balancer) topicNum(name string) int32 {
+	t, ok := b.topicNums[name]
+	if !ok {
+		return -1
+	}
+	return t
+}
+
+// subPos returns the position of topic t in member m's subscriptions, or -1.
+func (b *balancer) subPos(m, t int32) int {
+	k, ok := slices.BinarySearch(b.subs[m], t)
+	if !ok {
+		return -1
+	}
+	return k
+}
+
+// resolveOwnership sets owner from the members' claims: per partition the
+// claim with the highest generation wins; if two members claim it at that
+// generation nobody owns it (as Java's AbstractStickyAssignor does for
+// same-generation conflicts). A partition whose winner no longer subscribes
+// its topic is unowned. The result does not depend on claim order.
+func (b *balancer) resolveOwnership() {
+	b.claimed = make([]bool, b.nparts)
+	b.claimGen = make([]int32, b.nparts)
+	b.top = make([]int32, b.nparts)
+	for i, m := range b.ms {
+		mi := int32(i)
+		for name, parts := range m.Owned {
+			t := b.topicNum(name)
+			if t < 0 {
+				continue
+			}
+			for _, p := range parts {
+				if p < 0 || p >= b.counts[t] {
+					continue
+				}
+				pid := b.base[t] + int(p)
+				switch {
+				case !b.claimed[pid]:
+					b.claimed[pid], b.claimGen[pid], b.top[pid] = true, m.Generation, mi
+				case b.top[pid] == mi: // listed twice by the same member
+				case m.Generation > b.claimGen[pid]:
+					b.claimGen[pid], b.top[pid] = m.Generation, mi
+				case m.Generation == b.claimGen[pid]:
+					b.top[pid] = -1
+				}
+			}
+		}
+	}
+	for t := range b.names {
+		for p := range int(b.counts[t]) {
+			pid := b.base[t] + p
+			if o := b.top[pid]; b.claimed[pid] && o >= 0 && b.subPos(o, int32(t)) >= 0 {
+				b.owner[pid] = o
+			}
+		}
+	}
+}
+
+// adjustCooperative is CooperativeAdjust on assigned, using the claims
+// gathered by resolveOwnership: a partition stays with its planned member
+// only if nobody claims it or the planned member is among the claimants at
+// the highest generation.
+func (b *balancer) adjustCooperative() {
+	for t := range b.names {
+		for p := range b.counts[t] {
+			pid := b.base[t] + int(p)
+			m := b.assigned[pid]
+			if m < 0 || !b.claimed[pid] || b.top[pid] == m {
+				continue
+			}
+			if b.top[pid] < 0 { // tied claimants: is m one of them?
+				mm := b.ms[m]
+				if mm.Generation == b.claimGen[pid] && slices.Contains(mm.Owned[b.names[t]], p) {
+					continue
+				}
+			}
+			b.assigned[pid] = -1
+		}
+	}
+}
+
+// homogeneous reports whether all members that subscribe any balanced topic
+// subscribe the same ones.
+func (b *balancer) homogeneous() bool {
+	var first []int32
+	for _, s := range b.subs {
+		if len(s) == 0 {
+			continue
+		}
+		if first == nil {
+			first = s
+		} else if !slices.Equal(first, s) {
+			return false
+		}
+	}
+	return true
+}
+
+// assignHomogeneous assigns when every active member can take every
+// partition. With P partitions and M members, r = P%M members get P/M+1 and
+// the rest P/M; the larger quotas go to the members owning the most, and
+// each member keeps as many of its partitions as its quota allows. That
+// moves the fewest partitions possible. The rest are dealt round-robin to
+// the members below quota, which spreads each topic over the members.
+func (b *balancer) assignHomogeneous() {
+	var active []int32
+	for i, s := range b.subs {
+		if len(s) > 0 {
+			active = append(active, int32(i))
+		}
+	}
+	if len(active) == 0 {
+		return
+	}
+	owned := make([][]int32, len(b.ms)) // pids, ascending
+	for pid, o := range b.owner {
+		if o >= 0 {
+			owned[o] = append(owned[o], int32(pid))
+		}
+	}
+	m := len(active)
+	q, r := b.nparts/m, b.nparts%m
+	byOwned := slices.Clone(active)
+	sort.SliceStable(byOwned, func(i, j int) bool { return len(owned[byOwned[i]]) > len(owned[byOwned[j]]) })
+	deficit := make([]int, len(b.ms))
+	for k, i := range byOwned {
+		quota := q
+		if k < r {
+			quota++
+		}
+		keep := min(len(owned[i]), quota)
+		for _, pid := range owned[i][:keep] {
+			b.assigned[pid] = i
+		}
+		deficit[i] = quota - keep
+	}
+	ring := make([]int32, 0, m)
+	for _, i := range active {
+		if deficit[i] > 0 {
+			ring = append(ring, i)
+		}
+	}
+	pid := 0
+	for len(ring) > 0 {
+		w := 0
+		for _, i := range ring {
+			for b.assigned[pid] >= 0 {
+				pid++
+			}
+			b.assigned[pid] = i
+			deficit[i]--
+			if deficit[i] > 0 {
+				ring[w] = i
+				w++
+			}
+		}
+		ring = ring[:w]
+	}
+}
+
+// assignGeneral assigns when subscriptions differ. Members keep what they
+// own; unowned partitions go, most constrained topic first, to the least
+// loaded subscriber; then partitions move along augmenting paths until no
+// member can shed load to a member holding two or more fewer partitions.
+func (b *balancer) assignGeneral() {
+	nm := len(b.ms)
+	b.hold = make([][]holding, nm)
+	b.load = make([]int, nm)
+	for i := range b.ms {
+		b.hold[i] = make([]holding, len(b.subs[i]))
+	}
+	var unowned [][]int32 = make([][]int32, len(b.names))
+	for t := range b.names {
+		for p := range b.counts[t] {
+			pid := b.base[t] + int(p)
+			if o := b.owner[pid]; o >= 0 {
+				h := &b.hold[o][b.subPos(o, int32(t))]
+				h.kept = append(h.kept, p)
+				b.load[o]++
+			} else {
+				unowned[t] = append(unowned[t], p)
+			}
+		}
+	}
+
+	// Phase 1: place unowned partitions, topics with the fewest
+	// subscribers first (they have the fewest choices).
+	order := make([]int32, len(b.names))
+	for t := range order {
+		order[t] = int32(t)
+	}
+	sort.SliceStable(order, func(i, j int) bool {
+		return len(b.subscribers[order[i]]) < len(b.subscribers[order[j]])
+	})
+	minLoad := &heapOf[int32]{less: func(x, y int32) bool {
+		if b.load[x] != b.load[y] {
+			return b.load[x] < b.load[y]
+		}
+		return x < y
+	}}
+	for _, t := range order {
+		if len(unowned[t]) == 0 {
+			continue
+		}
+		minLoad.items = append(minLoad.items[:0], b.subscribers[t]...)
+		minLoad.init()
+		for _, p := range unowned[t] {
+			m := minLoad.items[0]
+			h := &b.hold[m][b.subPos(m, t)]
+			h.fresh = append(h.fresh, p)
+			b.load[m]++
+			minLoad.fix0()
+		}
+	}
+
+	// Phase 2: augment from the most loaded member that is not stuck.
+	type entry struct {
+		load int
+		m    int32
+	}
+	maxLoad := &heapOf[entry]{less: func(x, y entry) bool {
+		if x.load != y.load {
+			return x.load > y.load
+		}
+		return x.m < y.m
+	}}
+	for i := range b.ms {
+		maxLoad.items = append(maxLoad.items, entry{b.load[i], int32(i)})
+	}
+	maxLoad.init()
+	b.stuck = make([]bool, nm)
+	b.seenM = make([]int32, nm)
+	b.seenT = make([]int32, len(b.names))
+	b.parentM = make([]int32, nm)
+	b.parentT = make([]int32, nm)
+	for maxLoad.len() > 0 {
+		e := maxLoad.pop()
+		if b.stuck[e.m] || b.load[e.m] != e.load {
+			continue // stale entry
+		}
+		if to, ok := b.augment(e.m); ok {
+			maxLoad.push(entry{b.load[e.m], e.m})
+			maxLoad.push(entry{b.load[to], to})
+		} else {
+			// No path now means no path later: a later augmentation
+			// starts at a member loaded no more than this one and ends
+			// at one loaded at least two less, so if this member could
+			// reach any member on that path it could reach its end.
+			// Its reachable set is therefore untouched.
+			b.stuck[e.m] = true
+		}
+	}
+
+	for i := range b.ms {
+		for k, t := range b.subs[i] {
+			h := &b.hold[i][k]
+			for _, p := range h.kept {
+				b.assigned[b.base[t]+int(p)] = int32(i)
+			}
+			for _, p := range h.fresh {
+				b.assigned[b.base[t]+int(p)] = int32(i)
+			}
+		}
+	}
+}
+
+// augment searches breadth first, from member a, for a member loaded at
+// least two less than a that a can reach through a chain of members each
+// giving the next a partition of a topic the next subscribes. Of the
+// closest such members it picks the least loaded (then the first found),
+// shifts one partition along the chain and returns that member.
+func (b *balancer) augment(a int32) (int32, bool) {
+	b.stamp++
+	st := b.stamp
+	limit := b.load[a] - 2
+	if limit < 0 {
+		return 0, false
+	}
+	b.seenM[a] = st
+	frontier := []int32{a}
+	var next []int32
+	for len(frontier) > 0 {
+		next = next[:0]
+		for _, u := range frontier {
+			for k, t := range b.subs[u] {
+				if b.seenT[t] == st || b.hold[u][k].n() == 0 {
+					continue
+				}
+				b.seenT[t] = st
+				for _, c := range b.subscribers[t] {
+					if b.seenM[c] == st {
+						continue
+					}
+					b.seenM[c] = st
+					b.parentM[c], b.parentT[c] = u, t
+					next = append(next, c)
+				}
+			}
+		}
+		best := int32(-1)
+		for _, c := range next {
+			if b.load[c] <= limit && (best < 0 || b.load[c] < b.load[best]) {
+				best = c
+			}
+		}
+		if best >= 0 {
+			for c := best; c != a; c = b.parentM[c] {
+				b.move(b.parentM[c], c, b.parentT[c])
+			}
+			return best, true
+		}
+		frontier, next = next, frontier
+	}
+	return 0, false
+}
+
+// move gives one partition of topic t from member from to member to,
+// preferring a partition that is fresh to from.
+func (b *balancer) move(from, to, t int32) {
+	h := &b.hold[from][b.subPos(from, t)]
+	var p int32
+	if n := len(h.fresh); n > 0 {
+		p, h.fresh = h.fresh[n-1], h.fresh[:n-1]
+	} else {
+		n := len(h.kept)
+		p, h.kept = h.kept[n-1], h.kept[:n-1]
+	}
+	g := &b.hold[to][b.subPos(to, t)]
+	if b.owner[b.base[t]+int(p)] == to {
+		g.kept = append(g.kept, p)
+	} else {
+		g.fresh = append(g.fresh, p)
+	}
+	b.load[from]--
+	b.load[to]++
+}
+
+// plan converts assigned into the member id keyed plan.
+func (b *balancer) plan() map[string]TopicPartitions {
+	hint := make([]int, len(b.ms))
+	for _, m := range b.assigned {
+		if m >= 0 {
+			hint[m]++
+		}
+	}
+	for i := range hint {
+		hint[i] = min(hint[i], len(b.subs[i]))
+	}
+	plan := emptyPlan(b.ms, hint)
+	tps := make([]TopicPartitions, len(b.ms))
+	for i, m := range b.ms {
+		tps[i] = plan[m.ID]
+	}
+	lists := make([][]int32, len(b.ms))
+	for t, name := range b.names {
+		var touched []int32
+		for p := range b.counts[t] {
+			m := b.assigned[b.base[t]+int(p)]
+			if m < 0 {
+				continue
+			}
+			if len(lists[m]) == 0 {
+				touched = append(touched, m)
+			}
+			lists[m] = append(lists[m], p)
+		}
+		for _, m := range touched {
+			tps[m][name] = lists[m]
+			lists[m] = nil
+		}
+	}
+	return plan
+}
+
+// heapOf is a binary heap ordered by less (the least item on top).
+type heapOf[T any] struct {
+	items []T
+	less  func(x, y T) bool
+}
+
+func (h *heapOf[T]) len() int { return len(h.items) }
+
+func (h *heapOf[T]) init() {
+	for i := len(h.items)/2 - 1; i >= 0; i-- {
+		h.down(i)
+	}
+}
+
+func (h *heapOf[T]) push(x T) {
+	h.items = append(h.items, x)
+	for i := len(h.items) - 1; i > 0; {
+		parent := (i - 1) / 2
+		if !h.less(h.items[i], h.items[parent]) {
+			break
+		}
+		h.items[i], h.items[parent] = h.items[parent], h.items[i]
+		i = parent
+	}
+}
+
+func (h *heapOf[T]) pop() T {
+	top := h.items[0]
+	last := len(h.items) - 1
+	h.items[0] = h.items[last]
+	h.items = h.items[:last]
+	if last > 0 {
+		h.down(0)
+	}
+	return top
+}
+
+// fix0 restores the heap after the top item's key grew.
+func (h *heapOf[T]) fix0() { h.down(0) }
+
+func (h *heapOf[T]) down(i int) {
+	n := len(h.items)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		c := l
+		if r := l + 1; r < n && h.less(h.items[r], h.items[l]) {
+			c = r
+		}
+		if !h.less(h.items[c], h.items[i]) {
+			return
+		}
+		h.items[i], h.items[c] = h.items[c], h.items[i]
+		i = c
+	}
+}
