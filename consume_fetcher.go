@@ -2,6 +2,7 @@ package riffle
 
 import (
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/riffle-go/riffle/internal/batch"
@@ -53,6 +54,7 @@ func (f *fetcher) loop() {
 		resp, err := f.do(req)
 		if err != nil {
 			cs.reserved.Add(-reserve)
+			cs.pokeStarved()
 			f.session.Fail()
 			if cs.ctx.Err() != nil {
 				return
@@ -64,6 +66,7 @@ func (f *fetcher) loop() {
 		f.session.Commit(plan, resp.ErrorCode, resp.SessionID)
 		if resp.ErrorCode != 0 {
 			cs.reserved.Add(-reserve)
+			cs.pokeStarved()
 			f.backoff()
 			continue
 		}
@@ -95,6 +98,7 @@ func (f *fetcher) loop() {
 		// buffered: released before, the room would look free to
 		// another broker's fetcher while these records are decoded.
 		cs.reserved.Add(-reserve)
+		cs.pokeStarved()
 		if moved {
 			cs.cl.TriggerMetadata()
 			cs.poke()
@@ -105,38 +109,108 @@ func (f *fetcher) loop() {
 // collect lists this broker's partitions that want data, within the
 // consumer's byte budget, and reserves what the request may return: the
 // sum of its partitions' limits (never the whole budget, which would starve
-// other brokers' fetchers while this one long-polls).
+// other brokers' fetchers while this one long-polls). The check and the
+// reservation are atomic across fetchers; each fetcher reserves at most
+// its broker's share of the budget; and a fetcher with records to fetch
+// that found no room gets the next room before the others (see starved).
 func (f *fetcher) collect() ([]fetch.Want, map[fetch.TP]sentPart, int64) {
+	wants, sent, total, wakeOthers := f.collectLocked()
+	if wakeOthers {
+		f.cs.mu.Lock()
+		for _, o := range f.cs.fetchers {
+			if o != f {
+				o.poke()
+			}
+		}
+		f.cs.mu.Unlock()
+	}
+	return wants, sent, total
+}
+
+func (f *fetcher) collectLocked() (_ []fetch.Want, _ map[fetch.TP]sentPart, _ int64, wakeOthers bool) {
 	cs := f.cs
 	cs.budgetMu.Lock()
 	defer cs.budgetMu.Unlock()
 	budget := cs.cfg.maxBuffered - cs.buffered.Load() - cs.reserved.Load()
 	limit := min(int64(cs.cfg.fetchMaxBytes), budget)
-	if limit <= 0 {
-		return nil, nil, 0
+	// A fetcher reserves at most its broker's share of the budget: the
+	// caught-up partitions of one broker, long-polling, must not hold
+	// all of it while another broker's partitions have data.
+	cs.mu.Lock()
+	brokers := int64(len(cs.fetchers))
+	cs.mu.Unlock()
+	if brokers > 1 {
+		limit = min(limit, max(cs.cfg.maxBuffered/brokers, 1))
 	}
+	_, starved := cs.starved[f]
+	yielding := len(cs.starved) > 0 && !starved
+	if yielding {
+		// Another broker's fetcher found no room: leave the room to
+		// it. Fetchers of caught-up partitions take their reservation
+		// back the moment a long poll ends, and would otherwise starve
+		// it for good.
+		limit = 0
+	}
+	// Partitions with records to fetch come first: room given to a
+	// caught-up partition only pays for a long poll.
+	type cand struct {
+		p      *cpart
+		off    int64
+		epoch  uint64
+		behind bool
+	}
+	var cands []cand
+	for _, p := range cs.ownedBy(f.node) {
+		if off, epoch, _, ok := p.want(f.node); ok {
+			cands = append(cands, cand{p, off, epoch, p.behind()})
+		}
+	}
+	slices.SortStableFunc(cands, func(a, b cand) int {
+		switch {
+		case a.behind == b.behind:
+			return 0
+		case a.behind:
+			return -1
+		}
+		return 1
+	})
+	behind := len(cands) > 0 && cands[0].behind
 	var wants []fetch.Want
 	sent := map[fetch.TP]sentPart{}
 	var total int64
-	for _, p := range cs.ownedBy(f.node) {
+	for _, c := range cands {
 		if total >= limit {
 			break
 		}
-		off, epoch, _, ok := p.want(f.node)
-		if !ok {
-			continue
-		}
 		max := min(int64(cs.cfg.partitionMax), limit-total)
 		total += max
-		tp := fetch.TP{Topic: p.tp.Topic, Partition: p.tp.Partition}
-		wants = append(wants, fetch.Want{TP: tp, Offset: off, MaxBytes: int32(max), LeaderEpoch: -1})
-		sent[tp] = sentPart{p: p, epoch: epoch, offset: off}
+		tp := fetch.TP{Topic: c.p.tp.Topic, Partition: c.p.tp.Partition}
+		wants = append(wants, fetch.Want{TP: tp, Offset: c.off, MaxBytes: int32(max), LeaderEpoch: -1})
+		sent[tp] = sentPart{p: c.p, epoch: c.epoch, offset: c.off}
+	}
+	// Only a fetcher with data to fetch counts as starved: one whose
+	// partitions are caught up would just long-poll with the room.
+	switch {
+	case len(wants) == 0 && behind && !yielding:
+		cs.starved[f] = struct{}{}
+	case starved && (len(wants) > 0 || !behind):
+		delete(cs.starved, f)
+		wakeOthers = true // they were yielding to f
 	}
 	if len(wants) == 0 {
-		return nil, nil, 0
+		return nil, nil, 0, wakeOthers
 	}
 	cs.reserved.Add(total)
-	return wants, sent, total
+	return wants, sent, total, wakeOthers
+}
+
+// pokeStarved wakes the fetchers that found no room, once some was freed.
+func (cs *Consumer) pokeStarved() {
+	cs.budgetMu.Lock()
+	defer cs.budgetMu.Unlock()
+	for f := range cs.starved {
+		f.poke()
+	}
 }
 
 func (f *fetcher) request(plan fetch.Plan, maxBytes int64) *kmsg.FetchRequest {

@@ -86,6 +86,14 @@ func (p *cpart) want(node int32) (offset int64, epoch uint64, leaderEpoch int32,
 	return p.fetchOffset, p.epoch, p.leaderEpoch, true
 }
 
+// behind reports whether the partition has records past its fetch offset,
+// as of the last fetch (or may have: the high watermark is not known yet).
+func (p *cpart) behind() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.hw < 0 || p.fetchOffset < p.hw
+}
+
 // applyFetch applies one partition's fetch result issued under epoch at
 // offset; stale results are dropped. It returns whether the partition's
 // leadership looked wrong (the coordinator should re-check).

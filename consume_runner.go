@@ -132,10 +132,12 @@ func (cs *Consumer) run(p *cpart) {
 	if failErr != nil && pe != nil {
 		cs.reportError(pe)
 	}
-	// Room was freed: the fetcher may include the partition again.
+	// Room was freed: the fetcher may include the partition again, and a
+	// fetcher that found no room may have some now.
 	if fetcher >= 0 {
 		cs.fetcherFor(fetcher).poke()
 	}
+	cs.pokeStarved()
 }
 
 // handle runs the handler on chunk and returns how many records finished

@@ -538,3 +538,55 @@ func TestConsumeBudgetAcrossBrokers(t *testing.T) {
 		expectRange(t, fmt.Sprintf("partition %d", p), log.get(p), 0, perPart)
 	}
 }
+
+// Partitions that are caught up long-poll their broker; what their fetches
+// reserve of the budget must not starve another broker's partitions that
+// have data. Here the partitions of every broker but one are empty, and
+// each broker leads enough of them for its fetches to ask for the whole
+// budget.
+func TestConsumeIdleBrokersDoNotStarveBusyOne(t *testing.T) {
+	const (
+		brokers    = 3
+		partitions = 12
+		partMax    = 16 << 10
+		budget     = 4 * partMax
+		records    = 2000
+	)
+	fake := newFake(t, kfake.NumBrokers(brokers), kfake.SeedTopics(partitions, "t"))
+	cl := newTestClient(t, SeedBrokers(fake.ListenAddrs()...))
+	// Partitions 0-3 on broker 0 (the busy one), 4-7 on 1, 8-11 on 2.
+	led := map[int32][]int32{}
+	for p := int32(0); p < partitions; p++ {
+		b := p / (partitions / brokers)
+		if err := fake.MoveTopicPartition("t", p, b); err != nil {
+			t.Fatal(err)
+		}
+		led[b] = append(led[b], p)
+	}
+	const busy = 0
+	var recs []*Record
+	for i := 0; i < records; i++ {
+		p := led[busy][i%len(led[busy])]
+		recs = append(recs, &Record{Topic: "t", Partition: p, Value: make([]byte, 200)})
+	}
+	produceRecords(t, cl, recs, MaxBatchBytes(4<<10))
+
+	var handled atomic.Int64
+	cs, err := NewConsumer(cl,
+		FetchBufferBytes(budget), FetchPartitionMaxBytes(partMax),
+		HandleRecord(func(ctx context.Context, r *Record) error {
+			handled.Add(1)
+			return nil
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	assignAll(t, cs, "t", partitions, AtEarliest())
+	waitUntil(t, 30*time.Second, func() bool { return handled.Load() >= records }, func() string {
+		return fmt.Sprintf("handled %d of %d records of broker %d's partitions %v: %s", handled.Load(), records, busy, led[busy], statsString(cs))
+	})
+	closeConsumer(t, cs)
+	if handled.Load() != records {
+		t.Fatalf("handled %d records, want %d", handled.Load(), records)
+	}
+}

@@ -117,10 +117,14 @@ func AutoCommitInterval(d time.Duration) ConsumerOption {
 
 // DisableAutoCommit turns off periodic commits (revoke and close still
 // commit finished work unless you commit yourself; see Consumer.Commit).
-func DisableAutoCommit() ConsumerOption { return func(c *consumerConfig) { c.group.autoCommit = false } }
+func DisableAutoCommit() ConsumerOption {
+	return func(c *consumerConfig) { c.group.autoCommit = false }
+}
 
 // CommitMetadata is the metadata string stored with every commit.
-func CommitMetadata(s string) ConsumerOption { return func(c *consumerConfig) { c.group.commitMetadata = s } }
+func CommitMetadata(s string) ConsumerOption {
+	return func(c *consumerConfig) { c.group.commitMetadata = s }
+}
 
 // RevokeTimeout bounds how long a revoke waits for a partition's running
 // handler (default 30 s; it must be below the rebalance timeout). A
@@ -152,4 +156,6 @@ func OnPartitionsLost(fn func(ctx context.Context, tps []TopicPartition)) Consum
 
 // OnGroupError is called for group errors the member cannot fix by itself
 // (authorization, a fenced static member, misconfiguration).
-func OnGroupError(fn func(error)) ConsumerOption { return func(c *consumerConfig) { c.group.onGroupError = fn } }
+func OnGroupError(fn func(error)) ConsumerOption {
+	return func(c *consumerConfig) { c.group.onGroupError = fn }
+}

@@ -1,7 +1,7 @@
 package main
 
-// Helpers shared by the subcommands: capped timing of one attempt, medians,
-// duration formatting and module versions for table headers.
+// Helpers shared by the subcommands: capped timing of one attempt, means and
+// medians, duration formatting and module versions for table headers.
 
 import (
 	"context"
@@ -19,9 +19,9 @@ type attempt struct {
 	capped bool          // fn had not finished when the cap ran out
 }
 
-// effective is the duration an attempt counts for in medians and ratios:
-// an attempt that hit the cap or gave up with an error never got there in
-// time, so it counts as the cap.
+// effective is the duration an attempt counts for in means, medians and
+// ratios: an attempt that hit the cap or gave up with an error never got
+// there in time, so it counts as the cap.
 func (a attempt) effective(limit time.Duration) time.Duration {
 	if a.capped || a.err != nil {
 		return limit
@@ -94,6 +94,18 @@ func cleanupWithin(fn func(), limit time.Duration) {
 	case <-done:
 	case <-t.C:
 	}
+}
+
+// mean returns the arithmetic mean of ds, or 0 for no durations.
+func mean(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	var sum time.Duration
+	for _, d := range ds {
+		sum += d
+	}
+	return sum / time.Duration(len(ds))
 }
 
 // median returns the median of ds (the mean of the middle two for an even

@@ -30,6 +30,7 @@ import (
 type command struct {
 	summary string
 	run     func(ctx context.Context, args []string) error
+	hidden  bool // internal (a helper process); not listed
 }
 
 // commands maps a subcommand name to its implementation. Files add to it
@@ -45,6 +46,15 @@ func register(name, summary string, run func(ctx context.Context, args []string)
 	commands[name] = command{summary: summary, run: run}
 }
 
+// registerHidden adds a subcommand that list and usage do not show: a
+// helper the benchmarks run as a child process of this same binary.
+func registerHidden(name string, run func(ctx context.Context, args []string) error) {
+	register(name, "", run)
+	c := commands[name]
+	c.hidden = true
+	commands[name] = c
+}
+
 func init() {
 	register("list", "list the subcommands", func(context.Context, []string) error {
 		listCommands(os.Stdout)
@@ -54,8 +64,10 @@ func init() {
 
 func listCommands(w *os.File) {
 	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
+	for n, c := range commands {
+		if !c.hidden {
+			names = append(names, n)
+		}
 	}
 	slices.Sort(names)
 	for _, n := range names {

@@ -344,5 +344,3 @@ func txn(t *testing.T, cl *riffle.Client, topic string, partition int32, values 
 		t.Fatalf("end txn: %v", riffle.KafkaErrorForCode(code))
 	}
 }
-
-
