@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sort"
+	"sync/atomic"
 
 	"github.com/riffle-go/riffle/internal/cluster"
 	"github.com/riffle-go/riffle/internal/conn"
@@ -20,6 +21,8 @@ type Client struct {
 	cfg clientConfig
 	cl  *cluster.Cluster
 	log *slog.Logger
+
+	groupMember atomic.Bool // a group consumer uses this client
 }
 
 // NewClient returns a client for the cluster reachable through the seed

@@ -88,6 +88,11 @@ func NewConsumer(c *Client, opts ...ConsumerOption) (*Consumer, error) {
 	}
 	cs.goOwned(cs.coordinate)
 	if cfg.group.id != "" {
+		if !c.groupMember.CompareAndSwap(false, true) {
+			cancel()
+			cs.wg.Wait()
+			return nil, ErrClientHasGroupMember
+		}
 		cs.member = newMember(cs)
 		mctx, mcancel := context.WithCancel(ctx)
 		cs.memberCancel = mcancel
@@ -100,6 +105,12 @@ func NewConsumer(c *Client, opts ...ConsumerOption) (*Consumer, error) {
 	}
 	return cs, nil
 }
+
+// ErrClientHasGroupMember: a Client carries one consumer group member at a
+// time (as a Java KafkaConsumer does): the coordinator holds JoinGroup
+// requests until every member rejoins, so two members sharing connections
+// could wait on each other. Use one Client per group member.
+var ErrClientHasGroupMember = errors.New("riffle: this client already has a consumer group member")
 
 // ErrGroupManaged: partitions of a group consumer are assigned by the group.
 var ErrGroupManaged = errors.New("riffle: partitions are assigned by the consumer group")
@@ -405,6 +416,9 @@ func (cs *Consumer) Close(ctx context.Context) (map[TopicPartition]int64, error)
 	}
 	cs.cancel()
 	cs.wg.Wait()
+	if cs.member != nil {
+		cs.c.groupMember.Store(false)
+	}
 	return pos, err
 }
 
@@ -604,4 +618,7 @@ func (cs *Consumer) kill() {
 	cs.mu.Unlock()
 	cs.cancel()
 	cs.wg.Wait()
+	if cs.member != nil {
+		cs.c.groupMember.Store(false)
+	}
 }

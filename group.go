@@ -37,6 +37,7 @@ type member struct {
 	protocol    string
 	coordinator int32
 	owned       map[TopicPartition]bool
+	prev        assign.TopicPartitions // the last assignment received
 
 	commits *committer
 	rejoin  chan struct{}
@@ -153,7 +154,12 @@ func (m *member) groupRequest(ctx context.Context, req kmsg.Request) (kmsg.Respo
 	if err != nil {
 		return nil, err
 	}
-	resp, err := m.cs.cl.Request(ctx, node, cluster.ClassGroup, req)
+	cls := cluster.ClassGroup
+	switch req.(type) {
+	case *kmsg.JoinGroupRequest, *kmsg.SyncGroupRequest:
+		cls = cluster.ClassJoin
+	}
+	resp, err := m.cs.cl.Request(ctx, node, cls, req)
 	if err != nil {
 		m.forgetCoordinator()
 	}
@@ -230,10 +236,23 @@ func (m *member) joinAndSync(ctx context.Context) (assign.TopicPartitions, error
 		}
 		join.ProtocolType = "consumer"
 		owned := m.ownedTPs()
+		coop := m.cooperative()
 		for _, b := range m.cfg.balancers {
 			p := kmsg.NewJoinGroupRequestProtocol()
 			p.Name = b.a.Name()
-			p.Metadata = assign.EncodeSubscription(b.a, topics, owned, gen)
+			// Cooperative members declare what they still own; the eager
+			// sticky assignor wants the previous assignment (everything
+			// was revoked before joining) to stay sticky.
+			var claim assign.TopicPartitions
+			switch {
+			case coop:
+				claim = owned
+			case b.a.Name() == assign.StickyName:
+				m.mu.Lock()
+				claim = m.prev
+				m.mu.Unlock()
+			}
+			p.Metadata = assign.EncodeSubscription(b.a, topics, claim, gen)
 			join.Protocols = append(join.Protocols, p)
 		}
 		resp, err := m.groupRequest(ctx, join)
@@ -313,6 +332,9 @@ func (m *member) joinAndSync(ctx context.Context) (assign.TopicPartitions, error
 		if err != nil {
 			return nil, fmt.Errorf("%w: assignment: %v", errs.ErrMalformed, err)
 		}
+		m.mu.Lock()
+		m.prev = tps
+		m.mu.Unlock()
 		return tps, nil
 	}
 }
@@ -362,10 +384,9 @@ func (m *member) lead(ctx context.Context, proto string, jms []kmsg.JoinGroupRes
 		}
 		counts[t] = int32(len(tm.Partitions))
 	}
+	// The cooperative-sticky assignor already holds back partitions whose
+	// current owner must revoke them first (KIP-429).
 	plan := bal.Assign(members, counts)
-	if bal.Cooperative() {
-		plan = assign.CooperativeAdjust(plan, members)
-	}
 	for _, mem := range members {
 		if _, ok := plan[mem.ID]; !ok {
 			plan[mem.ID] = assign.TopicPartitions{}

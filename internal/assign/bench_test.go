@@ -101,3 +101,44 @@ func BenchmarkSubscriptionCodec(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkStickyManyTopics: 10,000 single-partition topics, 100 members
+// each subscribing a random half (500,000 subscription entries), fresh and
+// after one member left.
+func BenchmarkStickyManyTopics(b *testing.B) {
+	topics := make(map[string]int32)
+	var names []string
+	for i := range 10000 {
+		n := fmt.Sprintf("topic-%05d", i)
+		names = append(names, n)
+		topics[n] = 1
+	}
+	members := make([]Member, 100)
+	x := uint32(1)
+	for i := range members {
+		members[i] = Member{ID: fmt.Sprintf("member-%03d", i), Generation: -1}
+		for _, n := range names {
+			x ^= x << 13
+			x ^= x >> 17
+			x ^= x << 5
+			if x%2 == 0 {
+				members[i].Topics = append(members[i].Topics, n)
+			}
+		}
+	}
+	steady := withOwned(members, Sticky().Assign(members, topics), 3)
+	leave := slices.Delete(slices.Clone(steady), 5, 6)
+	for _, a := range []Assignor{Sticky(), CooperativeSticky()} {
+		for _, sc := range []struct {
+			name string
+			m    []Member
+		}{{"fresh", members}, {"leave", leave}} {
+			b.Run(a.Name()+"/"+sc.name, func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					a.Assign(sc.m, topics)
+				}
+			})
+		}
+	}
+}

@@ -5,7 +5,8 @@
 //
 // # Assignors
 //
-// Four assignors are provided under the protocol names the Java client uses:
+// Four assignors are provided under the protocol names the Java client uses
+// (none is rack-aware; [Member.Rack] is decoded but not used):
 //
 //   - [Range] ("range"): per topic, the subscribed members are sorted and
 //     the partitions are split into contiguous ranges; the first
@@ -36,7 +37,11 @@
 // more than one member the partition is treated as unowned (the Java client
 // does the same for same-generation conflicts). Claims on topics that no
 // longer exist, on partitions beyond the topic's partition count or on topics
-// the claimant no longer subscribes are released.
+// the claimant no longer subscribes are released. Unlike Java's fast path for identical
+// subscriptions, which drops every claim of a member whose generation is
+// below the group's highest, a claim nobody contests is kept whatever its
+// generation: the claimant may still be consuming the partition, so keeping
+// it there is both stickier and, for cooperative groups, safer.
 //
 // When every member subscribes the same topics the result is optimal: each
 // member gets floor(P/M) or ceil(P/M) partitions, the ceil slots go to the
@@ -46,8 +51,14 @@
 // shortest augmenting paths (member A gives a partition to B, which gives
 // one of another topic to C, ...) until no member can shed a partition to a
 // member with at least two fewer; that reaches the most even balance the
-// subscriptions allow, while movement is kept low but is not guaranteed
+// subscriptions allow, while movement is kept low (partitions placed in
+// this rebalance move before previously owned ones) but is not guaranteed
 // minimal.
+//
+// Cost: identical subscriptions take O(P + M log M) after reading the input;
+// otherwise O(S + P log M) plus one breadth-first search over the members and
+// their held topics per partition moved, where S is the total number of
+// subscription entries. Range and roundrobin are O(S + P log M).
 //
 // # Cooperative rebalancing
 //

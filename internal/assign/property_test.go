@@ -70,6 +70,9 @@ func TestPropertySameSubscriptions(t *testing.T) {
 		coop := CooperativeSticky().Assign(members, topics)
 		validate(t, name+" coop round 1", coop, members, topics, false)
 		checkHandover(t, name+" coop round 1", members, coop)
+		if got, want := planString(coop), planString(CooperativeAdjust(target, members)); got != want {
+			t.Fatalf("%s: cooperative-sticky differs from CooperativeAdjust(sticky):\n%s\n%s", name, got, want)
+		}
 		for id, tps := range target {
 			for topic, ps := range tps {
 				have := coop[id][topic]
@@ -128,6 +131,9 @@ func TestPropertyDifferentSubscriptions(t *testing.T) {
 		}
 		coop := CooperativeSticky().Assign(members, topics)
 		validate(t, name+" coop round 1", coop, members, topics, false)
+		if got, want := planString(coop), planString(CooperativeAdjust(plan, members)); got != want {
+			t.Fatalf("%s: cooperative-sticky differs from CooperativeAdjust(sticky):\n%s\n%s", name, got, want)
+		}
 		// Rebalance until nothing is withheld and nobody must revoke: that
 		// must happen within a few rounds, every round must be safe, and
 		// the fixpoint must be complete and as balanced as possible.

@@ -54,14 +54,18 @@ type balancer struct {
 	top      []int32
 
 	// General-path state.
-	hold    [][]holding // per member, aligned with subs: partitions held
-	load    []int       // per member: partitions held
-	stuck   []bool      // per member: no augmenting path from it (see augment)
-	stamp   int32       // BFS generation for seenM / seenT
-	seenM   []int32
-	seenT   []int32
-	parentM []int32 // BFS tree: the member that gives to this member
-	parentT []int32 // BFS tree: the topic it gives
+	hold     [][]holding // per member, aligned with subs: partitions held
+	held     [][]int32   // per member: positions in subs with partitions held
+	heldPos  [][]int32   // per member, aligned with subs: position in held, or -1
+	load     []int       // per member: partitions held
+	stamp    int32       // BFS generation for seenM / seenT
+	seenM    []int32
+	seenT    []int32
+	parentM  []int32 // BFS tree: the member that gives to this member
+	parentT  []int32 // BFS tree: the topic it gives
+	frontier []int32 // BFS buffers
+	next     []int32
+	nactive  int // members subscribing anything: all a BFS can reach
 }
 
 // holding is what a member holds of one topic: partitions it owned before
@@ -273,18 +277,22 @@ func (b *balancer) assignHomogeneous() {
 func (b *balancer) assignGeneral() {
 	nm := len(b.ms)
 	b.hold = make([][]holding, nm)
+	b.held = make([][]int32, nm)
+	b.heldPos = make([][]int32, nm)
 	b.load = make([]int, nm)
 	for i := range b.ms {
 		b.hold[i] = make([]holding, len(b.subs[i]))
+		b.heldPos[i] = make([]int32, len(b.subs[i]))
+		for k := range b.heldPos[i] {
+			b.heldPos[i][k] = -1
+		}
 	}
-	var unowned [][]int32 = make([][]int32, len(b.names))
+	unowned := make([][]int32, len(b.names))
 	for t := range b.names {
 		for p := range b.counts[t] {
 			pid := b.base[t] + int(p)
 			if o := b.owner[pid]; o >= 0 {
-				h := &b.hold[o][b.subPos(o, int32(t))]
-				h.kept = append(h.kept, p)
-				b.load[o]++
+				b.give(o, b.subPos(o, int32(t)), p, true)
 			} else {
 				unowned[t] = append(unowned[t], p)
 			}
@@ -314,9 +322,7 @@ func (b *balancer) assignGeneral() {
 		minLoad.init()
 		for _, p := range unowned[t] {
 			m := minLoad.items[0]
-			h := &b.hold[m][b.subPos(m, t)]
-			h.fresh = append(h.fresh, p)
-			b.load[m]++
+			b.give(m, b.subPos(m, t), p, false)
 			minLoad.fix0()
 		}
 	}
@@ -332,30 +338,51 @@ func (b *balancer) assignGeneral() {
 		}
 		return x.m < y.m
 	}}
+	lowest := -1
 	for i := range b.ms {
 		maxLoad.items = append(maxLoad.items, entry{b.load[i], int32(i)})
+		if len(b.subs[i]) > 0 {
+			b.nactive++
+			if lowest < 0 || b.load[i] < lowest {
+				lowest = b.load[i]
+			}
+		}
 	}
 	maxLoad.init()
-	b.stuck = make([]bool, nm)
+	stuck := make([]bool, nm)
 	b.seenM = make([]int32, nm)
 	b.seenT = make([]int32, len(b.names))
 	b.parentM = make([]int32, nm)
 	b.parentT = make([]int32, nm)
 	for maxLoad.len() > 0 {
 		e := maxLoad.pop()
-		if b.stuck[e.m] || b.load[e.m] != e.load {
+		if stuck[e.m] || b.load[e.m] != e.load {
 			continue // stale entry
+		}
+		// No member holds less than lowest, and lowest only grows: a
+		// member within one of it can never shed load.
+		if e.load-2 < lowest {
+			stuck[e.m] = true
+			continue
 		}
 		if to, ok := b.augment(e.m); ok {
 			maxLoad.push(entry{b.load[e.m], e.m})
 			maxLoad.push(entry{b.load[to], to})
+			if b.load[to]-1 == lowest {
+				lowest = -1
+				for i := range b.ms {
+					if len(b.subs[i]) > 0 && (lowest < 0 || b.load[i] < lowest) {
+						lowest = b.load[i]
+					}
+				}
+			}
 		} else {
 			// No path now means no path later: a later augmentation
 			// starts at a member loaded no more than this one and ends
 			// at one loaded at least two less, so if this member could
 			// reach any member on that path it could reach its end.
 			// Its reachable set is therefore untouched.
-			b.stuck[e.m] = true
+			stuck[e.m] = true
 		}
 	}
 
@@ -372,6 +399,44 @@ func (b *balancer) assignGeneral() {
 	}
 }
 
+// give adds partition p of member m's k-th subscribed topic to m.
+func (b *balancer) give(m int32, k int, p int32, kept bool) {
+	h := &b.hold[m][k]
+	if h.n() == 0 {
+		b.heldPos[m][k] = int32(len(b.held[m]))
+		b.held[m] = append(b.held[m], int32(k))
+	}
+	if kept {
+		h.kept = append(h.kept, p)
+	} else {
+		h.fresh = append(h.fresh, p)
+	}
+	b.load[m]++
+}
+
+// take removes a partition of member m's k-th subscribed topic from m,
+// preferring one that is fresh to m (moving it costs no stickiness).
+func (b *balancer) take(m int32, k int) int32 {
+	h := &b.hold[m][k]
+	var p int32
+	if n := len(h.fresh); n > 0 {
+		p, h.fresh = h.fresh[n-1], h.fresh[:n-1]
+	} else {
+		n := len(h.kept)
+		p, h.kept = h.kept[n-1], h.kept[:n-1]
+	}
+	if h.n() == 0 { // swap-delete k from held
+		pos := b.heldPos[m][k]
+		last := b.held[m][len(b.held[m])-1]
+		b.held[m][pos] = last
+		b.heldPos[m][last] = pos
+		b.held[m] = b.held[m][:len(b.held[m])-1]
+		b.heldPos[m][k] = -1
+	}
+	b.load[m]--
+	return p
+}
+
 // augment searches breadth first, from member a, for a member loaded at
 // least two less than a that a can reach through a chain of members each
 // giving the next a partition of a topic the next subscribes. Of the
@@ -381,17 +446,18 @@ func (b *balancer) augment(a int32) (int32, bool) {
 	b.stamp++
 	st := b.stamp
 	limit := b.load[a] - 2
-	if limit < 0 {
-		return 0, false
-	}
 	b.seenM[a] = st
-	frontier := []int32{a}
-	var next []int32
-	for len(frontier) > 0 {
+	seen := 1
+	frontier := append(b.frontier[:0], a)
+	next := b.next[:0]
+	defer func() { b.frontier, b.next = frontier, next }()
+	for len(frontier) > 0 && seen < b.nactive {
 		next = next[:0]
+	scan:
 		for _, u := range frontier {
-			for k, t := range b.subs[u] {
-				if b.seenT[t] == st || b.hold[u][k].n() == 0 {
+			for _, k := range b.held[u] {
+				t := b.subs[u][k]
+				if b.seenT[t] == st {
 					continue
 				}
 				b.seenT[t] = st
@@ -402,6 +468,9 @@ func (b *balancer) augment(a int32) (int32, bool) {
 					b.seenM[c] = st
 					b.parentM[c], b.parentT[c] = u, t
 					next = append(next, c)
+					if seen++; seen == b.nactive {
+						break scan // nothing left to discover
+					}
 				}
 			}
 		}
@@ -425,22 +494,8 @@ func (b *balancer) augment(a int32) (int32, bool) {
 // move gives one partition of topic t from member from to member to,
 // preferring a partition that is fresh to from.
 func (b *balancer) move(from, to, t int32) {
-	h := &b.hold[from][b.subPos(from, t)]
-	var p int32
-	if n := len(h.fresh); n > 0 {
-		p, h.fresh = h.fresh[n-1], h.fresh[:n-1]
-	} else {
-		n := len(h.kept)
-		p, h.kept = h.kept[n-1], h.kept[:n-1]
-	}
-	g := &b.hold[to][b.subPos(to, t)]
-	if b.owner[b.base[t]+int(p)] == to {
-		g.kept = append(g.kept, p)
-	} else {
-		g.fresh = append(g.fresh, p)
-	}
-	b.load[from]--
-	b.load[to]++
+	p := b.take(from, b.subPos(from, t))
+	b.give(to, b.subPos(to, t), p, b.owner[b.base[t]+int(p)] == to)
 }
 
 // plan converts assigned into the member id keyed plan.

@@ -345,3 +345,25 @@ func TestStickyGenerations(t *testing.T) {
 		t.Fatalf("cooperative-sticky: got %s want %s", got, want)
 	}
 }
+
+// TestStickyMovesNewPartitionsFirst: with different subscriptions, when a
+// member must pass on a partition of a topic it holds both old and newly
+// placed partitions of, the new one moves. Here b's stale claim on t0 is
+// released, t0/0 first lands on b2 and t1/1 on a; balancing then passes
+// one t1 partition from a to b2 and t0/0 from b2 to c: a must keep t1/0.
+func TestStickyMovesNewPartitionsFirst(t *testing.T) {
+	members := []Member{
+		{ID: "a", Topics: []string{"t1"}, Owned: TopicPartitions{"t0": {0}, "t1": {0}}, Generation: 1},
+		{ID: "b2", Topics: []string{"t0", "t1"}, Generation: -1},
+		{ID: "c", Topics: []string{"t0"}, Generation: -1},
+	}
+	topics := map[string]int32{"t0": 1, "t1": 2}
+	if got, want := planString(Sticky().Assign(members, topics)), "a:{t1[0]} b2:{t1[1]} c:{t0[0]} "; got != want {
+		t.Fatalf("sticky: got %s want %s", got, want)
+	}
+	// a still consumes t0/0 (it has not revoked it yet), so
+	// cooperative-sticky withholds it from c for one round.
+	if got, want := planString(CooperativeSticky().Assign(members, topics)), "a:{t1[0]} b2:{t1[1]} c:{} "; got != want {
+		t.Fatalf("cooperative-sticky: got %s want %s", got, want)
+	}
+}

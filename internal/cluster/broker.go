@@ -24,11 +24,15 @@ const (
 	// ClassRead carries range reads: short fetches that must not queue
 	// behind a consumer's long polls on the fetch connection.
 	ClassRead
+	// ClassJoin carries JoinGroup and SyncGroup, which the coordinator
+	// holds for up to a rebalance timeout: group members sharing a client
+	// must keep heartbeating meanwhile.
+	ClassJoin
 	numClasses
 )
 
 func (c Class) String() string {
-	return [...]string{"other", "produce", "fetch", "group", "read"}[c]
+	return [...]string{"other", "produce", "fetch", "group", "read", "join"}[c]
 }
 
 // broker is one node (or seed address) with lazily dialed connections. Its
