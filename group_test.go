@@ -273,13 +273,20 @@ func TestGroupCommitHandover(t *testing.T) {
 func TestGroupCommitOrdering(t *testing.T) {
 	fake := newFake(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "t"), kfake.GroupMinSessionTimeout(100*time.Millisecond))
 	cl := newTestClient(t, SeedBrokers(fake.ListenAddrs()...))
+	assigned := make(chan struct{}, 1)
 	cs, err := NewConsumer(cl, ConsumerGroup("g"), SubscribeTopics("t"), DisableAutoCommit(),
 		SessionTimeout(time.Second), HeartbeatInterval(100*time.Millisecond),
+		OnPartitionsAssigned(func(context.Context, []TopicPartition) { assigned <- struct{}{} }),
 		HandleRecord(func(context.Context, *Record) error { return nil }))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cs.Close(context.Background())
+	select {
+	case <-assigned:
+	case <-time.After(10 * time.Second):
+		t.Fatal("never assigned")
+	}
 	tp := TopicPartition{"t", 0}
 	var wg sync.WaitGroup
 	for i := 1; i <= 200; i++ {
