@@ -105,14 +105,16 @@ func (cs *Consumer) run(p *cpart) {
 	p.mu.Lock()
 	cs.buffered.Add(-recordsSize(chunk[:handled]))
 	left := recordsSize(chunk[handled:])
-	if failErr != nil && p.gen == gen {
-		// Keep the failed record (and what follows) at the head, so a
-		// resume redelivers it.
+	if handled < len(chunk) && p.gen == gen {
+		// Failed or paused mid-batch: keep the failed record (and what
+		// follows) at the head, so a resume hands it over next.
 		p.buf = append(chunk[handled:len(chunk):len(chunk)], p.buf...)
 		p.bufBytes += left
-		p.state = stateFailed
 		p.position = chunk[handled].Offset
-		p.err = &PartitionError{Topic: p.tp.Topic, Partition: p.tp.Partition, Offset: chunk[handled].Offset, Err: failErr}
+		if failErr != nil {
+			p.state = stateFailed
+			p.err = &PartitionError{Topic: p.tp.Topic, Partition: p.tp.Partition, Offset: chunk[handled].Offset, Err: failErr}
+		}
 	} else {
 		// Revoked or reset mid-batch: the rest is dropped.
 		cs.buffered.Add(-left)
@@ -167,7 +169,9 @@ func (cs *Consumer) handle(ctx context.Context, p *cpart, gen uint64, chunk []*R
 	}
 	for i, r := range chunk {
 		p.mu.Lock()
-		if p.gen != gen {
+		if p.gen != gen || p.paused {
+			// Revoked or reset (the rest is dropped), or paused (the
+			// rest goes back to the buffer): no further handler call.
 			p.mu.Unlock()
 			return i, nil
 		}

@@ -568,11 +568,15 @@ func (m *member) heartbeat(ctx context.Context) error {
 			if m.cfg.instanceID != "" {
 				req.InstanceID = &m.cfg.instanceID
 			}
-			hctx, cancel := context.WithTimeout(ctx, m.cfg.sessionTimeout)
+			sent := time.Now()
+			// The coordinator counts the session from when it received
+			// our last heartbeat, which is after we sent it: measuring
+			// from the send time gives up no later than it evicts us.
+			hctx, cancel := context.WithDeadline(ctx, lastOK.Add(m.cfg.sessionTimeout))
 			resp, err := m.groupRequest(hctx, req)
 			cancel()
 			if err != nil {
-				if time.Since(lastOK) > m.cfg.sessionTimeout {
+				if time.Since(lastOK) >= m.cfg.sessionTimeout {
 					// The coordinator has surely evicted us.
 					m.lose(ctx)
 					return fmt.Errorf("no heartbeat for %v: %w", m.cfg.sessionTimeout, err)
@@ -582,7 +586,7 @@ func (m *member) heartbeat(ctx context.Context) error {
 			code := resp.(*kmsg.HeartbeatResponse).ErrorCode
 			switch code {
 			case 0:
-				lastOK = time.Now()
+				lastOK = sent
 			case kafkaerr.RebalanceInProgress:
 				return kafkaerr.ForCode(code)
 			case kafkaerr.UnknownMemberID, kafkaerr.IllegalGeneration, kafkaerr.FencedInstanceID:
