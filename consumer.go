@@ -394,24 +394,25 @@ func (cs *Consumer) Close(ctx context.Context) (map[TopicPartition]int64, error)
 		return nil, nil
 	}
 	cs.closed = true
-	cs.mu.Unlock()
-	if cs.member != nil {
-		// Stop the member first so no rebalance changes the assignment
-		// while we drain it.
-		cs.memberCancel()
-		<-cs.memberDone
-	}
-	cs.mu.Lock()
 	tps := make([]TopicPartition, 0, len(cs.parts))
 	for tp := range cs.parts {
 		tps = append(tps, tp)
 	}
 	cs.mu.Unlock()
+	if cs.member != nil {
+		// The member takes nothing new from here on but stays in the
+		// group until what finished is committed.
+		cs.member.mu.Lock()
+		cs.member.leaving = true
+		cs.member.mu.Unlock()
+	}
 	pos, err := cs.remove(ctx, false, tps)
 	if cs.member != nil {
-		if cerr := cs.member.commits.commitSync(ctx, pos); cerr != nil {
+		if cerr := cs.member.commitFinal(ctx, pos); cerr != nil {
 			err = errors.Join(err, fmt.Errorf("final commit: %w", cerr))
 		}
+		cs.memberCancel()
+		<-cs.memberDone
 		cs.member.leave(ctx)
 	}
 	cs.cancel()

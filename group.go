@@ -38,6 +38,8 @@ type member struct {
 	coordinator int32
 	owned       map[TopicPartition]bool
 	prev        assign.TopicPartitions // the last assignment received
+	leaving     bool                   // closing: take nothing new
+	closingPos  map[TopicPartition]int64
 
 	commits *committer
 	rejoin  chan struct{}
@@ -441,6 +443,12 @@ func sortTPs(tps []TopicPartition) {
 // add starts consuming newly assigned partitions from their committed
 // offsets (or the reset policy when none).
 func (m *member) add(ctx context.Context, tps []TopicPartition) {
+	m.mu.Lock()
+	leaving := m.leaving
+	m.mu.Unlock()
+	if leaving {
+		return // closing: the next rebalance hands them to others
+	}
 	committed, err := m.commits.fetch(ctx, tps)
 	if err != nil && ctx.Err() == nil {
 		m.cs.c.log.Warn("fetching committed offsets failed; rejoining", "group", m.cfg.id, "err", err)
@@ -477,6 +485,15 @@ func (m *member) revoke(ctx context.Context, tps []TopicPartition) {
 	rctx, cancel := context.WithTimeout(ctx, m.cfg.revokeTimeout)
 	pos, err := m.cs.remove(rctx, false, tps)
 	cancel()
+	m.mu.Lock()
+	for _, tp := range tps {
+		// While closing, the consumer already drained these partitions;
+		// what it finished is in closingPos.
+		if o, ok := m.closingPos[tp]; ok {
+			pos[tp] = o
+		}
+	}
+	m.mu.Unlock()
 	if err != nil {
 		// remove left the partitions whose handler outlived the timeout
 		// out of pos: they are lost, not committed.
@@ -651,5 +668,53 @@ func (m *member) leave(ctx context.Context) {
 	req.Members = append(req.Members, lm)
 	if _, err := m.groupRequest(ctx, req); err != nil {
 		m.cs.c.log.Info("leave group failed", "group", m.cfg.id, "err", err)
+	}
+}
+
+// commitFinal commits the positions a closing consumer reached for the
+// partitions the member still owns. A rebalance in progress bumps the
+// generation under the commit; the member keeps taking part in it (it
+// takes nothing new while leaving), so the commit is retried with the new
+// generation until it lands or ctx ends. Partitions revoked meanwhile were
+// committed by their revoke and are not committed again: another member
+// may own them now.
+func (m *member) commitFinal(ctx context.Context, pos map[TopicPartition]int64) error {
+	m.mu.Lock()
+	m.leaving = true
+	m.closingPos = pos
+	m.mu.Unlock()
+	for {
+		m.mu.Lock()
+		gen := m.generation
+		mine := map[TopicPartition]int64{}
+		for tp, o := range pos {
+			if m.owned[tp] {
+				mine[tp] = o
+			}
+		}
+		m.mu.Unlock()
+		if len(mine) == 0 {
+			return nil
+		}
+		err := m.commits.commitSync(ctx, mine)
+		var ke *kafkaerr.Error
+		if err == nil || !errors.As(err, &ke) ||
+			(ke.Code != kafkaerr.IllegalGeneration && ke.Code != kafkaerr.RebalanceInProgress) {
+			return err
+		}
+		// Wait for the member to finish the rebalance.
+		for {
+			m.mu.Lock()
+			changed := m.generation != gen
+			m.mu.Unlock()
+			if changed {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("%w (last: %w)", ctx.Err(), err)
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
 	}
 }
