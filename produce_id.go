@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/riffle-go/riffle/internal/kafkaerr"
@@ -23,7 +24,7 @@ type idState struct {
 	id      producer.Identity
 	ready   bool
 	bumping bool
-	stopErr error
+	stopErr atomic.Pointer[error]
 	wake    chan struct{}
 }
 
@@ -47,18 +48,15 @@ func (s *idState) poke() {
 	}
 }
 
-func (s *idState) stop(err error) {
-	s.mu.Lock()
-	if s.stopErr == nil {
-		s.stopErr = err
-	}
-	s.mu.Unlock()
-}
+func (s *idState) stop(err error) { s.stopErr.CompareAndSwap(nil, &err) }
 
+// stopped returns the error that stopped the producer (StopOnDataLoss), on
+// every Produce call: lock-free.
 func (s *idState) stopped() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.stopErr
+	if e := s.stopErr.Load(); e != nil {
+		return *e
+	}
+	return nil
 }
 
 func (p *Producer) requestBump() {

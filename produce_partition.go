@@ -124,7 +124,8 @@ func (s *partState) sealLocked() *pbatch {
 		s.linger.Stop()
 	}
 	recs := s.open
-	s.open = nil
+	// The next batch likely holds as many records: size its slice once.
+	s.open = make([]pendingRecord, 0, len(recs))
 	enc, err := s.bld.Finish(batch.Codec(s.p.cfg.compression))
 	s.bld.Reset()
 	b := &pbatch{recs: recs, created: s.openSince}

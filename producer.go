@@ -165,8 +165,9 @@ func (p *Producer) produce(ctx context.Context, rec *Record, fn func(*Record, er
 		rec.Timestamp = time.Now()
 	}
 	br := toBatchRecord(rec)
-	if err := batch.CheckSize(&br, p.cfg.maxBatchBytes); err != nil {
-		fn(rec, fmt.Errorf("topic %s: %w (MaxBatchBytes %d)", rec.Topic, err, p.cfg.maxBatchBytes))
+	encSize := batch.EncodedSize(&br)
+	if encSize > p.cfg.maxBatchBytes {
+		fn(rec, fmt.Errorf("topic %s: %w: %d bytes encoded (MaxBatchBytes %d)", rec.Topic, ErrRecordTooLarge, encSize, p.cfg.maxBatchBytes))
 		return
 	}
 	size := rec.size()
@@ -175,21 +176,16 @@ func (p *Producer) produce(ctx context.Context, rec *Record, fn func(*Record, er
 		fn(rec, err)
 		return
 	}
-	release := func() { p.buf.releaseOne(int64(size), gen) }
 	ts, err := p.topic(ctx, rec.Topic)
-	if err != nil {
-		release()
-		fn(rec, err)
-		return
+	if err == nil && encSize > ts.maxBatch {
+		err = fmt.Errorf("topic %s: %w: %d bytes encoded (max.message.bytes %d)", rec.Topic, ErrRecordTooLarge, encSize, ts.maxBatch)
 	}
-	if err := batch.CheckSize(&br, ts.maxBatch); err != nil {
-		release()
-		fn(rec, fmt.Errorf("topic %s: %w (max.message.bytes %d)", rec.Topic, err, ts.maxBatch))
-		return
+	var part *partState
+	if err == nil {
+		part, err = ts.pick(p, rec)
 	}
-	part, err := ts.pick(p, rec)
 	if err != nil {
-		release()
+		p.buf.releaseOne(int64(size), gen)
 		fn(rec, err)
 		return
 	}
@@ -290,6 +286,7 @@ func toBatchRecord(r *Record) batch.Record {
 type topicState struct {
 	name     string
 	maxBatch int
+	seen     atomic.Pointer[cluster.Snapshot] // metadata last checked for growth
 
 	mu    sync.Mutex // guards tp and parts growth
 	tp    TopicPartitioner
@@ -306,7 +303,12 @@ func (t *topicState) partitions() []*partState {
 // topic returns the topic's state, looking the topic up on first use.
 func (p *Producer) topic(ctx context.Context, name string) (*topicState, error) {
 	if ts, ok := (*p.topics.Load())[name]; ok {
-		ts.grow(p)
+		if snap := p.cl.Snapshot(); snap != ts.seen.Load() {
+			// Metadata changed since we last looked: partitions may
+			// have been added.
+			ts.seen.Store(snap)
+			ts.grow(p)
+		}
 		return ts, nil
 	}
 	tm, err := p.cl.Topic(ctx, name)

@@ -71,6 +71,11 @@ type result struct {
 
 var connIDs atomic.Uint64
 
+// maxPooledFrame bounds the frame buffers kept for reuse.
+const maxPooledFrame = 16 << 20
+
+var framePool = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+
 // ID returns a number unique to this connection within the process, so
 // callers can tell a reconnect from the same connection.
 func (c *Conn) ID() uint64 { return c.id }
@@ -227,7 +232,17 @@ func (c *Conn) send(ctx context.Context, req kmsg.Request) (*call, error) {
 	if c.draining.Load() {
 		return nil, fmt.Errorf("broker %s: %w (retired)", c.addr, errs.ErrConnClosed)
 	}
-	frame := c.cfg.formatter().Append(make([]byte, 0, 256), req)
+	// Frames are encoded into pooled buffers: a produce request carries
+	// whole batches, and growing a fresh buffer to that size per request
+	// would dominate the producer's allocations.
+	fb := framePool.Get().(*[]byte)
+	frame := c.cfg.formatter().Append((*fb)[:0], req)
+	defer func() {
+		if cap(frame) <= maxPooledFrame {
+			*fb = frame[:0]
+			framePool.Put(fb)
+		}
+	}()
 	select {
 	case c.sem <- struct{}{}:
 	case <-ctx.Done():
