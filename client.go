@@ -125,11 +125,12 @@ func brokersOf(s *cluster.Snapshot) []BrokerMetadata {
 
 // versionCaps are the highest versions Riffle speaks for keys whose newer
 // versions change semantics it does not implement yet: Produce v13 and
-// Fetch v13 address topics by id only; OffsetCommit v9+ and OffsetFetch
-// v8+ change to member epochs and multi-group forms; FindCoordinator v4
-// batches keys. User caps apply on top.
+// Fetch v13 address topics by id only; OffsetCommit v10 does too (v9,
+// which carries KIP-848 member epochs, is used); OffsetFetch v8+ is the
+// multi-group form; FindCoordinator v4 batches keys. User caps apply on
+// top.
 func versionCaps(user map[int16]int16) map[int16]int16 {
-	caps := map[int16]int16{0: 12, 1: 12, 8: 8, 9: 7, 10: 3}
+	caps := map[int16]int16{0: 12, 1: 12, 8: 9, 9: 7, 10: 3}
 	for k, v := range user {
 		if c, ok := caps[k]; !ok || v < c {
 			caps[k] = v

@@ -83,6 +83,10 @@ func (m *member) groupError(err error) {
 // run is the member's life: join, sync, heartbeat; repeat on rebalance.
 // It returns when the consumer closes, after a final commit and leave.
 func (m *member) run(ctx context.Context) {
+	if m.cfg.protocol == GroupProtocolConsumer {
+		m.run848(ctx)
+		return
+	}
 	failures := 0
 	for ctx.Err() == nil {
 		if !m.cooperative() {
@@ -653,6 +657,10 @@ func (m *member) ownedList() []TopicPartition {
 // leave commits finished work and leaves the group (static members stay:
 // leaving would trigger the rebalance static membership exists to avoid).
 func (m *member) leave(ctx context.Context) {
+	if m.cfg.protocol == GroupProtocolConsumer {
+		m.leave848(ctx)
+		return
+	}
 	m.mu.Lock()
 	memberID := m.memberID
 	m.mu.Unlock()
@@ -699,7 +707,7 @@ func (m *member) commitFinal(ctx context.Context, pos map[TopicPartition]int64) 
 		err := m.commits.commitSync(ctx, mine)
 		var ke *kafkaerr.Error
 		if err == nil || !errors.As(err, &ke) ||
-			(ke.Code != kafkaerr.IllegalGeneration && ke.Code != kafkaerr.RebalanceInProgress) {
+			(ke.Code != kafkaerr.IllegalGeneration && ke.Code != kafkaerr.RebalanceInProgress && ke.Code != kafkaerr.StaleMemberEpoch) {
 			return err
 		}
 		// Wait for the member to finish the rebalance.

@@ -49,6 +49,7 @@ type groupConfig struct {
 	onRevoked         func(context.Context, []TopicPartition)
 	onLost            func(context.Context, []TopicPartition)
 	onGroupError      func(error)
+	protocol          GroupProtocol
 }
 
 func defaultGroupConfig() groupConfig {

@@ -16,6 +16,7 @@ import (
 // handler call, to check no partition is ever handled by two members at
 // once and which records were processed more than once.
 type groupHarness struct {
+	proto     GroupProtocol
 	t         *testing.T
 	addrs     []string
 	topic     string
@@ -47,7 +48,7 @@ func (h *groupHarness) start() (*Consumer, int) {
 	// One client per member, like separate processes.
 	cl := newTestClient(h.t, SeedBrokers(h.addrs...))
 	cs, err := NewConsumer(cl,
-		ConsumerGroup(h.group), SubscribeTopics(h.topic), Balancers(h.balancer),
+		ConsumerGroup(h.group), SubscribeTopics(h.topic), Balancers(h.balancer), WithGroupProtocol(h.proto),
 		OffsetReset(ResetEarliest),
 		SessionTimeout(1500*time.Millisecond), HeartbeatInterval(100*time.Millisecond),
 		RebalanceTimeout(10*time.Second), RevokeTimeout(5*time.Second),
@@ -136,13 +137,18 @@ func (h *groupHarness) check(perPartition int) {
 	h.t.Logf("%d records processed, %d duplicates (all after hard kills)", h.total.Load(), dups)
 }
 
-func runChurn(t *testing.T, b GroupBalancer) {
-	fake := newFake(t, kfake.NumBrokers(3), kfake.SeedTopics(8, "churn"), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+func runChurn(t *testing.T, b GroupBalancer, proto GroupProtocol) {
+	fake := newFake(t, kfake.NumBrokers(3), kfake.SeedTopics(8, "churn"), kfake.GroupMinSessionTimeout(100*time.Millisecond),
+		kfake.BrokerConfigs(map[string]string{ // KIP-848 timing, like the classic settings below
+			"group.consumer.heartbeat.interval.ms": "100",
+			"group.consumer.session.timeout.ms":    "1500",
+		}))
 	cl := newTestClient(t, SeedBrokers(fake.ListenAddrs()...))
 	const perPartition = 5000 // 40,000 records over 8 partitions
 	produceN(t, cl, "churn", 8, perPartition)
 
 	h := newGroupHarness(t, fake.ListenAddrs(), "churn", 8, b)
+	h.proto = proto
 	type running struct {
 		cs *Consumer
 		id int
@@ -208,8 +214,9 @@ func (h *groupHarness) allDone(per int) bool {
 	return true
 }
 
-func TestGroupChurnCooperative(t *testing.T) { runChurn(t, CooperativeStickyBalancer()) }
-func TestGroupChurnEager(t *testing.T)       { runChurn(t, RangeBalancer()) }
+func TestGroupChurnCooperative(t *testing.T) { runChurn(t, CooperativeStickyBalancer(), GroupProtocolClassic) }
+func TestGroupChurnEager(t *testing.T)       { runChurn(t, RangeBalancer(), GroupProtocolClassic) }
+func TestGroupChurnKIP848(t *testing.T)      { runChurn(t, CooperativeStickyBalancer(), GroupProtocolConsumer) }
 
 // Commits of finished work survive a clean handover: a second member
 // continues exactly where the first stopped.
