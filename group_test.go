@@ -51,7 +51,7 @@ func (h *groupHarness) start() (*Consumer, int) {
 		ConsumerGroup(h.group), SubscribeTopics(h.topic), Balancers(h.balancer), WithGroupProtocol(h.proto),
 		OffsetReset(ResetEarliest),
 		SessionTimeout(1500*time.Millisecond), HeartbeatInterval(100*time.Millisecond),
-		RebalanceTimeout(10*time.Second), RevokeTimeout(5*time.Second),
+		RebalanceTimeout(3*time.Second), RevokeTimeout(time.Second),
 		AutoCommitInterval(200*time.Millisecond),
 		OnPartitionsLost(func(_ context.Context, tps []TopicPartition) { h.t.Logf("member %d lost %v", id, tps) }),
 		OnGroupError(func(err error) { h.t.Logf("member %d: %v", id, err) }),
@@ -167,7 +167,7 @@ func runChurn(t *testing.T, b GroupBalancer, proto GroupProtocol) {
 		case round%3 == 0 && len(members) > 2:
 			m := members[0]
 			members = members[1:]
-			cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
+			cctx, ccancel := context.WithTimeout(ctx, 20*time.Second)
 			if _, err := m.cs.Close(cctx); err != nil {
 				t.Errorf("close: %v", err)
 			}
