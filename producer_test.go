@@ -131,3 +131,34 @@ func TestProducerInvalidConfig(t *testing.T) {
 		p.Close(context.Background())
 	}
 }
+
+func TestProduceAcksLeaderAndNone(t *testing.T) {
+	fake := newFake(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
+	cl := newTestClient(t, SeedBrokers(fake.ListenAddrs()...))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, acks := range []Acks{AcksLeader, AcksNone} {
+		p, err := NewProducer(cl, DisableIdempotence(), Acknowledgements(acks))
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs := []*Record{{Topic: "t", Value: []byte("a")}, {Topic: "t", Value: []byte("b")}}
+		if err := p.ProduceSync(ctx, recs...); err != nil {
+			t.Fatalf("acks=%d: %v", acks, err)
+		}
+		if acks == AcksNone && recs[0].Offset != -1 {
+			t.Fatalf("acks=0 cannot know offsets, got %d", recs[0].Offset)
+		}
+		if err := p.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// acks=0 gives no answer: wait until the broker has all four.
+	deadline := time.Now().Add(10 * time.Second)
+	for len(readPartition(t, ctx, cl, "t", 0)) != 4 {
+		if time.Now().After(deadline) {
+			t.Fatal("records produced with acks=1 and acks=0 are not all in the log")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
