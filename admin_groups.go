@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 
@@ -120,8 +121,8 @@ func (a *Admin) ListGroups(ctx context.Context) ([]GroupListing, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })
 	if err := errors.Join(failed...); err != nil {
-		if ctx.Err() != nil {
-			return nil, err
+		if ctx.Err() != nil || !slices.ContainsFunc(failed, func(e error) bool { return e == nil }) {
+			return nil, err // nothing worth returning
 		}
 		return out, fmt.Errorf("listing groups: incomplete: %w", err)
 	}
@@ -552,8 +553,9 @@ func (a *Admin) PreviewResetOffsets(ctx context.Context, group string, to StartO
 // topics (by default, of every topic the group has committed offsets for)
 // to the target: AtEarliest, AtLatest, AtTime (the first offset at or
 // after the time; the end of the log where no record is that recent) or
-// AtOffset (clamped to each partition's earliest and latest offsets). It
-// returns the offsets set.
+// AtOffset (clamped to each partition's earliest and latest offsets; a
+// negative offset fails with ErrInvalidConfig). It returns the offsets
+// set.
 //
 // The group must be inactive (Empty, or Dead, which includes a group that
 // does not exist yet and is created by the commit); otherwise the call

@@ -2,9 +2,14 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/riffle-go/riffle"
@@ -16,6 +21,14 @@ import (
 type demo struct {
 	client *riffle.Client
 	out    io.Writer // indented under the step's title
+	// raw is the output itself and tty whether it is a terminal: progress
+	// is then redrawn in place, past the indentation.
+	raw io.Writer
+	tty bool
+	// newClient returns another client to the cluster: a client carries
+	// one group member at most. The caller closes it.
+	newClient func() (*riffle.Client, error)
+	timeout   time.Duration // --timeout, to bound closing
 
 	// Settings, from the flags.
 	topic       string
@@ -56,6 +69,22 @@ func demoSteps() []demoStep {
 		{
 			title: func(d *demo) string { return fmt.Sprintf("Describe topic %q", d.topic) },
 			run:   (*demo).describeTopic,
+		},
+		{
+			title: func(d *demo) string {
+				return fmt.Sprintf("Produce %d records to %q", demoProduceRecords, d.topic)
+			},
+			run: (*demo).produce,
+		},
+		{
+			title: func(*demo) string { return "A slow partition does not hold up the others" },
+			run:   (*demo).slowPartition,
+		},
+		{
+			title: func(*demo) string {
+				return fmt.Sprintf("Consumer group %q: a member leaves, the other takes over", demoGroup)
+			},
+			run: (*demo).groupHandover,
 		},
 	}
 }
@@ -126,11 +155,15 @@ func (a *app) demoCmd() *cobra.Command {
 		Short: "Walk through what riffle can do, step by step",
 		Long: `Run a short tour of riffle, printing each step and its result: connect to
 the cluster and describe it, create a topic, list the topics, and describe
-the new topic's partitions, offsets and configs.
+the new topic's partitions, offsets and configs; then produce 10,000
+records to it, show a consumer whose slow partition does not hold up the
+others, and hand partitions over between two members of consumer group
+"riffle-demo" without losing a record.
 
 Without --brokers the demo runs against an embedded cluster that goes away
 when it ends. Against a real cluster the topic is left in place; remove it
-with "riffle topic delete". If the topic already exists it is reused.`,
+with "riffle topic delete". If the topic already exists it is reused. The
+last two steps use topics of their own, which they delete when done.`,
 		Example: `  riffle demo
   riffle demo --topic tour -p 3
   riffle --brokers localhost:9092 demo`,
@@ -154,6 +187,8 @@ with "riffle topic delete". If the topic already exists it is reused.`,
 			return err
 		}
 		d.client = cl
+		d.raw, d.tty = a.stdout, isTerminal(a.stdout)
+		d.newClient, d.timeout = a.newClient, a.timeout
 		return runDemo(a.context(), a.stdout, d, demoSteps())
 	}
 	return cmd
@@ -188,4 +223,433 @@ func roundDuration(d time.Duration) time.Duration {
 		return d.Round(100 * time.Microsecond)
 	}
 	return d.Round(10 * time.Millisecond)
+}
+
+// What the produce, slow-partition and group steps do.
+const (
+	demoProduceRecords  = 10000
+	demoProduceRate     = 20000 // records/s: half a second of progress to watch
+	demoSlowPerPart     = 100   // records on each of the 3 partitions
+	demoSlowDelay       = 20 * time.Millisecond
+	demoGroup           = "riffle-demo"
+	demoGroupPartitions = 6
+	demoGroupRecords    = 3000
+	demoGroupRate       = 1500 // records/s: production lasts 2 s
+	demoHandoverAfter   = time.Second
+)
+
+func (d *demo) produce(ctx context.Context) error {
+	cfg := produceConfig{
+		topic: d.topic, count: demoProduceRecords, size: 100, keys: 100, rate: demoProduceRate,
+		compression: "lz4", acks: "all", linger: 5 * time.Millisecond, partition: -1,
+	}
+	opts, err := cfg.producerOptions()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(d.out, "%d records of %d bytes over %d keys at %d records/s (--rate), lz4, acks=all (idempotent)\n",
+		cfg.count, cfg.size, cfg.keys, demoProduceRate)
+	prog := progressSpec{w: d.out, every: 100 * time.Millisecond}
+	if d.tty {
+		prog = progressSpec{w: d.raw, tty: true, prefix: "      "}
+	}
+	res, err := produceRecords(ctx, d.client, &cfg, opts, newGeneratedSource(&cfg), prog, d.timeout)
+	if res != nil {
+		res.print(d.out)
+	}
+	if err != nil {
+		return err
+	}
+	if res.failed > 0 {
+		return fmt.Errorf("%d records failed, first: %s", res.failed, res.firstErrs[0])
+	}
+	return nil
+}
+
+// scratchTopic creates a topic for one step, named after the demo topic,
+// and returns a function deleting it. A leftover of an earlier run (a real
+// cluster may take a while to delete one) makes it pick a fresh name.
+func (d *demo) scratchTopic(ctx context.Context, suffix string, partitions int32) (string, func(), error) {
+	name := d.topic + "-" + suffix
+	for attempt := 0; ; attempt++ {
+		results, err := d.client.Admin().CreateTopics(ctx, riffle.TopicSpec{
+			Name: name, Partitions: partitions, ReplicationFactor: d.replication,
+		})
+		if err != nil {
+			return "", nil, err
+		}
+		err = results.Err()
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, riffle.ErrTopicAlreadyExists) || attempt > 0 {
+			return "", nil, err
+		}
+		name = fmt.Sprintf("%s-%s-%s", d.topic, suffix, strconv.FormatInt(time.Now().UnixMilli(), 36))
+	}
+	fmt.Fprintf(d.out, "created topic %q with %d partitions\n", name, partitions)
+	return name, func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		results, err := d.client.Admin().DeleteTopics(dctx, name)
+		if err == nil {
+			err = results.Err()
+		}
+		if err != nil {
+			fmt.Fprintf(d.out, "could not delete topic %q: %s\n", name, errText(err))
+			return
+		}
+		fmt.Fprintf(d.out, "deleted topic %q\n", name)
+	}, nil
+}
+
+// slowPartition is the seed-000 scenario (kafkajs #683) live: one
+// partition's handler is slow, and the others still finish at once.
+func (d *demo) slowPartition(ctx context.Context) error {
+	topic, cleanup, err := d.scratchTopic(ctx, "slow", 3)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	p, err := riffle.NewProducer(d.client, riffle.WithPartitioner(riffle.ManualPartitioner()))
+	if err != nil {
+		return err
+	}
+	var recs []*riffle.Record
+	for i := 0; i < 3*demoSlowPerPart; i++ {
+		recs = append(recs, &riffle.Record{Topic: topic, Partition: int32(i % 3), Value: []byte(fmt.Sprint("record ", i))})
+	}
+	err = p.ProduceSync(ctx, recs...)
+	p.Close(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(d.out, "produced %d records per partition; the handler takes %v per record on partition 0, nothing on 1 and 2\n\n",
+		demoSlowPerPart, demoSlowDelay)
+
+	var done [3]atomic.Int64
+	cs, err := riffle.NewConsumer(d.client, riffle.HandleRecord(func(hctx context.Context, r *riffle.Record) error {
+		if r.Partition == 0 && !sleepCtx(hctx, demoSlowDelay) {
+			return hctx.Err()
+		}
+		done[r.Partition].Add(1)
+		return nil
+	}))
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// Partition 0's handler honours its context: closing does not
+		// wait for the rest of its records.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 100*time.Millisecond)
+		defer cancel()
+		cs.Close(cctx)
+	}()
+	for part := int32(0); part < 3; part++ {
+		if err := cs.Assign(riffle.Assignment{TopicPartition: riffle.TopicPartition{Topic: topic, Partition: part}, Start: riffle.AtEarliest()}); err != nil {
+			return err
+		}
+	}
+	start := time.Now()
+	row := func() {
+		cell := func(p int) string { return fmt.Sprintf("%d/%d", done[p].Load(), demoSlowPerPart) }
+		fmt.Fprintf(d.out, "%-9s %-13s %-13s %s\n", roundDuration(time.Since(start)).Round(time.Millisecond), cell(0), cell(1), cell(2))
+	}
+	fmt.Fprintf(d.out, "%-9s %-13s %-13s %s\n", "ELAPSED", "PARTITION 0", "PARTITION 1", "PARTITION 2")
+	poll := time.NewTicker(5 * time.Millisecond)
+	defer poll.Stop()
+	nextRow := start.Add(200 * time.Millisecond)
+	deadline := start.Add(10 * time.Second)
+	for done[1].Load() < demoSlowPerPart || done[2].Load() < demoSlowPerPart {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case now := <-poll.C:
+			if now.After(deadline) {
+				return fmt.Errorf("partitions 1 and 2 not consumed within 10s")
+			}
+			if now.After(nextRow) {
+				row()
+				nextRow = nextRow.Add(200 * time.Millisecond)
+			}
+		}
+	}
+	took := time.Since(start)
+	p0 := done[0].Load()
+	row()
+	fmt.Fprintf(d.out, "\npartitions 1 and 2 finished in %s while partition 0 had done %d of %d records\n(it needs %v at %v a record); stopping the consumer\n",
+		roundDuration(took), p0, demoSlowPerPart, demoSlowPerPart*demoSlowDelay, demoSlowDelay)
+	return nil
+}
+
+// handover is the shared state of the group step.
+type handover struct {
+	out   io.Writer
+	start time.Time
+
+	mu       sync.Mutex // guards out, handled, byMember, owned
+	handled  map[[2]int64]int
+	byMember map[string]int
+	owned    map[string]map[int32]bool
+}
+
+func (h *handover) log(format string, args ...any) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.logLocked(format, args...)
+}
+
+func (h *handover) logLocked(format string, args ...any) {
+	fmt.Fprintf(h.out, "%6.2fs  %s\n", time.Since(h.start).Seconds(), fmt.Sprintf(format, args...))
+}
+
+// member returns the options of group member name.
+func (h *handover) member(name, topic string) []riffle.ConsumerOption {
+	change := func(verb string, add bool) func(context.Context, []riffle.TopicPartition) {
+		return func(_ context.Context, tps []riffle.TopicPartition) {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			for _, tp := range tps {
+				if add {
+					h.owned[name][tp.Partition] = true
+				} else {
+					delete(h.owned[name], tp.Partition)
+				}
+			}
+			h.logLocked("member %s %s partitions %s (owns %s)", name, verb, tpList(tps), h.ownedLocked(name))
+		}
+	}
+	return []riffle.ConsumerOption{
+		riffle.ConsumerGroup(demoGroup), riffle.SubscribeTopics(topic),
+		riffle.OffsetReset(riffle.ResetEarliest),
+		// Quick heartbeats so the survivor hears of the rebalance at once.
+		riffle.SessionTimeout(10 * time.Second), riffle.HeartbeatInterval(100 * time.Millisecond),
+		riffle.AutoCommitInterval(200 * time.Millisecond),
+		riffle.OnPartitionsAssigned(change("assigned", true)),
+		riffle.OnPartitionsRevoked(change("revoked", false)),
+		riffle.OnPartitionsLost(change("LOST", false)),
+		riffle.HandleRecord(func(ctx context.Context, r *riffle.Record) error {
+			if !sleepCtx(ctx, time.Millisecond) {
+				return ctx.Err()
+			}
+			h.mu.Lock()
+			h.handled[[2]int64{int64(r.Partition), r.Offset}]++
+			h.byMember[name]++
+			h.mu.Unlock()
+			return nil
+		}),
+	}
+}
+
+func (h *handover) ownedLocked(name string) string {
+	var ps []string
+	for p := int32(0); p < demoGroupPartitions; p++ {
+		if h.owned[name][p] {
+			ps = append(ps, strconv.Itoa(int(p)))
+		}
+	}
+	if len(ps) == 0 {
+		return "none"
+	}
+	return strings.Join(ps, ",")
+}
+
+// groupHandover runs two members of a group (each on its own client, as
+// separate processes would) while records are produced, closes one after
+// a second, and checks the other took over without losing a record.
+func (d *demo) groupHandover(ctx context.Context) error {
+	topic, cleanup, err := d.scratchTopic(ctx, "group", demoGroupPartitions)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	fmt.Fprintf(d.out, "producing %d records at %d/s while members A and B consume them (1 ms a record);\nmember A leaves after %v\n\n",
+		demoGroupRecords, demoGroupRate, demoHandoverAfter)
+
+	h := &handover{
+		out: d.out, start: time.Now(),
+		handled: map[[2]int64]int{}, byMember: map[string]int{},
+		owned: map[string]map[int32]bool{"A": {}, "B": {}},
+	}
+	members := map[string]*riffle.Consumer{}
+	var clients []*riffle.Client
+	defer func() {
+		// Members still open (after a failure) close before their clients.
+		for _, cs := range members {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.timeout)
+			cs.Close(cctx)
+			cancel()
+		}
+		for _, cl := range clients {
+			cl.Close()
+		}
+	}()
+	for _, name := range []string{"A", "B"} {
+		cl, err := d.newClient()
+		if err != nil {
+			return err
+		}
+		clients = append(clients, cl)
+		cs, err := riffle.NewConsumer(cl, h.member(name, topic)...)
+		if err != nil {
+			return err
+		}
+		members[name] = cs
+	}
+
+	// Produce in the background, remembering where every record went.
+	produced := map[[2]int64]bool{}
+	var produceErr error
+	var pmu sync.Mutex
+	prodDone := make(chan struct{})
+	p, err := riffle.NewProducer(d.client, riffle.WithPartitioner(riffle.RoundRobinPartitioner()))
+	if err != nil {
+		return err
+	}
+	pctx, pcancel := context.WithCancel(ctx)
+	go func() {
+		defer close(prodDone)
+		start := time.Now()
+		for i := 0; i < demoGroupRecords && pctx.Err() == nil; i++ {
+			sleepCtx(pctx, time.Until(start.Add(time.Duration(i)*time.Second/demoGroupRate)))
+			p.Produce(pctx, &riffle.Record{Topic: topic, Value: []byte(fmt.Sprint("record ", i))}, func(r *riffle.Record, err error) {
+				pmu.Lock()
+				defer pmu.Unlock()
+				if err != nil {
+					produceErr = errors.Join(produceErr, err)
+					return
+				}
+				produced[[2]int64{int64(r.Partition), r.Offset}] = true
+			})
+		}
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.timeout)
+		defer cancel()
+		if err := p.Close(cctx); err != nil {
+			pmu.Lock()
+			produceErr = errors.Join(produceErr, err)
+			pmu.Unlock()
+		}
+	}()
+	defer func() {
+		pcancel() // on failure, stop producing
+		<-prodDone
+	}()
+
+	// After a second, once both members have partitions, A leaves.
+	if !waitFor(ctx, 10*time.Second, func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return time.Since(h.start) >= demoHandoverAfter && len(h.owned["A"]) > 0 && len(h.owned["B"]) > 0
+	}) {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		return fmt.Errorf("the members did not share the partitions within 10s")
+	}
+	h.mu.Lock()
+	h.logLocked("member A leaves the group (owns %s, handled %d records so far)", h.ownedLocked("A"), h.byMember["A"])
+	h.mu.Unlock()
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.timeout)
+	_, err = members["A"].Close(cctx)
+	cancel()
+	delete(members, "A")
+	if err != nil {
+		return fmt.Errorf("closing member A: %w", err)
+	}
+	h.log("member A closed: its offsets are committed and it left the group")
+
+	// B takes over; wait until every produced record was handled.
+	<-prodDone
+	pmu.Lock()
+	perr, want := produceErr, len(produced)
+	pmu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if perr != nil {
+		return fmt.Errorf("producing: %w", perr)
+	}
+	allHandled := waitFor(ctx, 10*time.Second, func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		for id := range produced {
+			if h.handled[id] == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if allHandled {
+		h.log("all records handled; member B leaves")
+	} else {
+		h.log("some records still not handled after 10s; member B leaves")
+	}
+	cctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), d.timeout)
+	_, err = members["B"].Close(cctx)
+	cancel()
+	delete(members, "B")
+	if err != nil {
+		return fmt.Errorf("closing member B: %w", err)
+	}
+
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	total, lost := 0, 0
+	for _, n := range h.handled {
+		total += n
+	}
+	for id := range produced {
+		if h.handled[id] == 0 {
+			lost++
+		}
+	}
+	fmt.Fprintf(d.out, "\nproduced %d records; member A handled %d, member B %d\n", want, h.byMember["A"], h.byMember["B"])
+	fmt.Fprintf(d.out, "records: %d, distinct: %d, lost: %d, duplicates: %d\n", total, len(h.handled), lost, total-len(h.handled))
+	if lost > 0 {
+		return fmt.Errorf("%d of %d records were never handled", lost, want)
+	}
+	return nil
+}
+
+// waitFor polls cond every 10 ms until it holds (true), or until max has
+// passed or ctx ended (false).
+func waitFor(ctx context.Context, max time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(max)
+	for !cond() {
+		if time.Now().After(deadline) || !sleepCtx(ctx, 10*time.Millisecond) {
+			return false
+		}
+	}
+	return true
+}
+
+// newClient returns a new client to the cluster riffle is connected to,
+// configured like the command's own (connect must have run).
+func (a *app) newClient() (*riffle.Client, error) {
+	opts := []riffle.Option{riffle.ClientID("riffle-cli"), riffle.RetryTimeout(a.timeout)}
+	if a.log != nil {
+		opts = append(opts, riffle.Logger(a.log))
+	}
+	seeds := a.seedBrokers()
+	var tlsCfg *tls.Config
+	if a.embedded != nil {
+		seeds = a.embedded.Addrs()
+		tlsCfg = a.embedded.ClientTLS()
+	} else if a.tlsEnabled() {
+		var err error
+		if tlsCfg, err = a.tlsConfig(); err != nil {
+			return nil, err
+		}
+	}
+	opts = append(opts, riffle.SeedBrokers(seeds...))
+	if tlsCfg != nil {
+		opts = append(opts, riffle.DialTLS(tlsCfg))
+	}
+	if a.saslMech != "" {
+		opts = append(opts, riffle.SASL(a.saslMechanism()))
+	}
+	return riffle.NewClient(opts...)
 }

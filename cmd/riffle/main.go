@@ -147,6 +147,8 @@ arguments).`,
 	f.BoolVarP(&a.verbose, "verbose", "v", false, "log client activity (debug level) to stderr")
 
 	root.AddCommand(a.clusterCmd(), a.topicCmd(), a.demoCmd())
+	root.AddCommand(a.consumerGroupCmd())
+	root.AddCommand(a.produceCmd(), a.consumeCmd())
 	return root
 }
 
