@@ -214,9 +214,13 @@ func (h *groupHarness) allDone(per int) bool {
 	return true
 }
 
-func TestGroupChurnCooperative(t *testing.T) { runChurn(t, CooperativeStickyBalancer(), GroupProtocolClassic) }
-func TestGroupChurnEager(t *testing.T)       { runChurn(t, RangeBalancer(), GroupProtocolClassic) }
-func TestGroupChurnKIP848(t *testing.T)      { runChurn(t, CooperativeStickyBalancer(), GroupProtocolConsumer) }
+func TestGroupChurnCooperative(t *testing.T) {
+	runChurn(t, CooperativeStickyBalancer(), GroupProtocolClassic)
+}
+func TestGroupChurnEager(t *testing.T) { runChurn(t, RangeBalancer(), GroupProtocolClassic) }
+func TestGroupChurnKIP848(t *testing.T) {
+	runChurn(t, CooperativeStickyBalancer(), GroupProtocolConsumer)
+}
 
 // Commits of finished work survive a clean handover: a second member
 // continues exactly where the first stopped.
