@@ -404,6 +404,7 @@ func (cs *Consumer) Close(ctx context.Context) (map[TopicPartition]int64, error)
 		// group until what finished is committed.
 		cs.member.mu.Lock()
 		cs.member.leaving = true
+		cs.member.closingReady = make(chan struct{})
 		cs.member.mu.Unlock()
 	}
 	pos, err := cs.remove(ctx, false, tps)

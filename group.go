@@ -38,8 +38,9 @@ type member struct {
 	coordinator int32
 	owned       map[TopicPartition]bool
 	prev        assign.TopicPartitions // the last assignment received
-	leaving     bool                   // closing: take nothing new
-	closingPos  map[TopicPartition]int64
+	leaving      bool                   // closing: take nothing new
+	closingPos   map[TopicPartition]int64
+	closingReady chan struct{} // closed once closingPos is set
 
 	commits *committer
 	rejoin  chan struct{}
@@ -490,14 +491,24 @@ func (m *member) revoke(ctx context.Context, tps []TopicPartition) {
 	pos, err := m.cs.remove(rctx, false, tps)
 	cancel()
 	m.mu.Lock()
-	for _, tp := range tps {
-		// While closing, the consumer already drained these partitions;
-		// what it finished is in closingPos.
-		if o, ok := m.closingPos[tp]; ok {
-			pos[tp] = o
-		}
-	}
+	ready := m.closingReady
 	m.mu.Unlock()
+	if ready != nil {
+		// Closing: the consumer is draining (or drained) these
+		// partitions itself; wait for the positions it reached so the
+		// revoke commits them rather than nothing.
+		select {
+		case <-ready:
+		case <-ctx.Done():
+		}
+		m.mu.Lock()
+		for _, tp := range tps {
+			if o, ok := m.closingPos[tp]; ok {
+				pos[tp] = o
+			}
+		}
+		m.mu.Unlock()
+	}
 	if err != nil {
 		// remove left the partitions whose handler outlived the timeout
 		// out of pos: they are lost, not committed.
@@ -690,6 +701,9 @@ func (m *member) commitFinal(ctx context.Context, pos map[TopicPartition]int64) 
 	m.mu.Lock()
 	m.leaving = true
 	m.closingPos = pos
+	if m.closingReady != nil {
+		close(m.closingReady)
+	}
 	m.mu.Unlock()
 	for {
 		m.mu.Lock()

@@ -104,11 +104,6 @@ record failed, the first errors are printed and riffle exits with status 1.`,
 			src = newGeneratedSource(&cfg)
 		} else {
 			in := cmd.InOrStdin()
-			if prog.tty && isTerminal(in) {
-				// Someone types the records: a line redrawn on the
-				// same terminal would garble what they type.
-				prog.w = nil
-			}
 			if cfg.file != "-" {
 				fh, err := os.Open(cfg.file)
 				if err != nil {
@@ -116,6 +111,11 @@ record failed, the first errors are printed and riffle exits with status 1.`,
 				}
 				defer fh.Close()
 				in = fh
+			}
+			if prog.tty && isTerminal(in) {
+				// Someone types the records: a line redrawn on the
+				// same terminal would garble what they type.
+				prog.w = nil
 			}
 			ls := newLineSource(in, cfg.topic, cfg.keySep)
 			defer ls.close()
