@@ -31,13 +31,13 @@ type member struct {
 	cs  *Consumer
 	cfg *groupConfig
 
-	mu          sync.Mutex // guards the fields below for Stats and commits
-	memberID    string
-	generation  int32
-	protocol    string
-	coordinator int32
-	owned       map[TopicPartition]bool
-	prev        assign.TopicPartitions // the last assignment received
+	mu           sync.Mutex // guards the fields below for Stats and commits
+	memberID     string
+	generation   int32
+	protocol     string
+	coordinator  int32
+	owned        map[TopicPartition]bool
+	prev         assign.TopicPartitions // the last assignment received
 	leaving      bool                   // closing: take nothing new
 	closingPos   map[TopicPartition]int64
 	closingReady chan struct{} // closed once closingPos is set
