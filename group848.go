@@ -70,9 +70,14 @@ func (m *member) run848(ctx context.Context) {
 					pending[t.TopicID] = t.Partitions
 				}
 			}
-			if pending != nil && m.reconcile(ctx, pending) {
-				pending = nil
-				continue // report the new ownership at once
+			if pending != nil {
+				done, changed := m.reconcile(ctx, pending)
+				if done {
+					pending = nil
+				}
+				if changed {
+					continue // report the new ownership at once
+				}
 			}
 		case kafkaerr.UnknownMemberID, kafkaerr.FencedMemberEpoch:
 			// Fenced: another member may own our partitions now.
@@ -155,10 +160,11 @@ func (m *member) heartbeat848(ctx context.Context, epoch int32) (*kmsg.ConsumerG
 	return resp.(*kmsg.ConsumerGroupHeartbeatResponse), nil
 }
 
-// reconcile moves the engine to the target assignment. It returns false if
+// reconcile moves the engine to the target assignment. done is false if
 // some topic ids are not in the metadata yet (it refreshes and the target
-// is retried on the next heartbeat).
-func (m *member) reconcile(ctx context.Context, target map[[16]byte][]int32) bool {
+// is retried on the next heartbeat); changed says whether ownership
+// changed, which the next heartbeat must report without waiting.
+func (m *member) reconcile(ctx context.Context, target map[[16]byte][]int32) (done, changed bool) {
 	snap := m.cs.cl.Snapshot()
 	byID := map[[16]byte]string{}
 	for name, tm := range snap.Topics {
@@ -169,7 +175,7 @@ func (m *member) reconcile(ctx context.Context, target map[[16]byte][]int32) boo
 		name, ok := byID[id]
 		if !ok {
 			m.cs.cl.TriggerMetadata()
-			return false
+			return false, false
 		}
 		for _, p := range ps {
 			want[TopicPartition{name, p}] = true
@@ -196,7 +202,7 @@ func (m *member) reconcile(ctx context.Context, target map[[16]byte][]int32) boo
 	if len(added) > 0 {
 		m.add(ctx, added)
 	}
-	return true
+	return true, len(revoked)+len(added) > 0
 }
 
 // leave848 leaves the group (epoch -1; -2 keeps a static member's

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // groupHarness runs group members over one topic and records every
@@ -318,5 +319,37 @@ func TestGroupCommitOrdering(t *testing.T) {
 	}
 	if got[tp] != 201 {
 		t.Fatalf("committed %d, want 201", got[tp])
+	}
+}
+
+// A settled KIP-848 member heartbeats at the interval, not in a loop.
+func TestGroupKIP848HeartbeatRate(t *testing.T) {
+	fake := newFake(t, kfake.NumBrokers(1), kfake.SeedTopics(4, "t"),
+		kfake.BrokerConfigs(map[string]string{"group.consumer.heartbeat.interval.ms": "100"}))
+	var hbs atomic.Int32
+	fake.ControlKey(68, func(kmsg.Request) (kmsg.Response, error, bool) {
+		fake.KeepControl()
+		hbs.Add(1)
+		return nil, nil, false
+	})
+	cl := newTestClient(t, SeedBrokers(fake.ListenAddrs()...))
+	assigned := make(chan struct{}, 4)
+	cs, err := NewConsumer(cl, ConsumerGroup("g848"), SubscribeTopics("t"), WithGroupProtocol(GroupProtocolConsumer),
+		OnPartitionsAssigned(func(context.Context, []TopicPartition) { assigned <- struct{}{} }),
+		HandleRecord(func(context.Context, *Record) error { return nil }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close(context.Background())
+	select {
+	case <-assigned:
+	case <-time.After(10 * time.Second):
+		t.Fatal("never assigned")
+	}
+	time.Sleep(300 * time.Millisecond)
+	before := hbs.Load()
+	time.Sleep(time.Second)
+	if n := hbs.Load() - before; n > 30 {
+		t.Fatalf("%d heartbeats in 1s with a 100ms interval", n)
 	}
 }

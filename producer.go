@@ -407,7 +407,8 @@ type limiter struct {
 	bytes, recs int64
 	maxB, maxR  int64
 	gen         uint64           // generation of records produced now
-	outstanding map[uint64]int64 // records not yet finished, per generation
+	cur         int64            // records of gen not yet finished
+	outstanding map[uint64]int64 // records not yet finished, per older generation
 	changed     chan struct{}
 }
 
@@ -433,8 +434,8 @@ func (l *limiter) acquire(ctx context.Context, n int64, failFast bool) (uint64, 
 		if (l.bytes+n <= l.maxB || l.bytes == 0) && l.recs < l.maxR {
 			l.bytes += n
 			l.recs++
+			l.cur++ // the current generation's count lives outside the map
 			g := l.gen
-			l.outstanding[g]++
 			l.mu.Unlock()
 			return g, nil
 		}
@@ -456,6 +457,10 @@ func (l *limiter) release(n int64, gens []genCount) {
 	l.bytes -= n
 	for _, g := range gens {
 		l.recs -= g.n
+		if g.gen == l.gen {
+			l.cur -= g.n
+			continue
+		}
 		if l.outstanding[g.gen] -= g.n; l.outstanding[g.gen] <= 0 {
 			delete(l.outstanding, g.gen)
 		}
@@ -475,6 +480,10 @@ func (l *limiter) releaseOne(n int64, gen uint64) {
 func (l *limiter) flushMark() uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.cur > 0 {
+		l.outstanding[l.gen] = l.cur
+	}
+	l.cur = 0
 	l.gen++
 	return l.gen
 }
