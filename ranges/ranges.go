@@ -111,9 +111,9 @@ func (r *Reader) Close() { r.closed.Store(true) }
 // order, then returns nil. Gaps (compaction, transaction markers, aborted
 // records under ReadCommitted) are skipped; the read stops at High even
 // if no record has offset High-1. fn's error stops the read and is
-// returned. Records passed to fn must not be retained after fn returns
-// unless copied (their bytes alias the fetch buffer, which is fine to keep
-// but holds the whole response in memory).
+// returned. The *Record passed to fn is reused for the next call: copy the
+// struct to keep it (its byte slices alias the fetch buffer and may be
+// kept, at the cost of keeping that response in memory).
 func (r *Reader) Read(ctx context.Context, rg Range, fn func(*riffle.Record) error) error {
 	if r.closed.Load() {
 		return ErrReaderClosed
@@ -125,6 +125,7 @@ func (r *Reader) Read(ctx context.Context, rg Range, fn func(*riffle.Record) err
 	offset := rg.Low
 	opts := fetch.DecodeOptions{ReadCommitted: r.cfg.readCommitted, Batch: batch.DecodeOptions{SkipCRC: !r.cfg.checkCRC}}
 	var failures int
+	var rec riffle.Record
 	for offset < rg.High {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -177,7 +178,8 @@ func (r *Reader) Read(ctx context.Context, rg Range, fn func(*riffle.Record) err
 			if br.Offset >= rg.High {
 				return nil
 			}
-			rec := riffle.Record{
+			// One Record is reused for every call (see Read's doc).
+			rec = riffle.Record{
 				Topic: rg.Topic, Partition: rg.Partition, Key: br.Key, Value: br.Value,
 				Headers: br.Headers, Timestamp: time.UnixMilli(br.Timestamp), Offset: br.Offset,
 			}

@@ -2,6 +2,7 @@ package batch
 
 import (
 	"io"
+	"slices"
 	"unsafe"
 )
 
@@ -306,11 +307,10 @@ func appendV2Records(dst []Record, data []byte, b *Batch) ([]Record, string) {
 		return dst, "record count exceeds batch size"
 	}
 	orig := len(dst)
-	if cap(dst)-orig < n {
-		nd := make([]Record, orig, orig+n)
-		copy(nd, dst)
-		dst = nd
-	}
+	// Grow geometrically: a fetch response holds many batches appended
+	// to one slice, and growing to exactly len+n would copy everything
+	// decoded so far once per batch.
+	dst = slices.Grow(dst, n)
 	logAppend := b.TimestampType == TimestampLogAppendTime
 	var hdrs []Header // shared backing store for all records' headers
 	p := 0

@@ -54,15 +54,20 @@ func DecodePartition(rp *kmsg.FetchResponseTopicPartition, fetchOffset int64, op
 		}
 		filter = batch.NewAbortFilter(aborted)
 	}
+	// First pass: batch headers only (cheap), deciding what to keep; then
+	// one allocation for every record, instead of growing per batch.
 	it := batch.NewIterator(rp.RecordBatches, opts.Batch)
+	var keep []batch.Batch
+	var total int
+	var stopErr error
 	for {
 		b, err := it.Next()
 		if errors.Is(err, io.EOF) {
-			return out
+			break
 		}
 		if err != nil {
-			out.Err = err
-			return out
+			stopErr = err
+			break
 		}
 		if b.LastOffset < fetchOffset {
 			// A batch the broker returned from before our offset (it
@@ -77,26 +82,39 @@ func DecodePartition(rp *kmsg.FetchResponseTopicPartition, fetchOffset int64, op
 			drop = filter.Drop(&b)
 		}
 		if opts.ReadCommitted && b.Transactional && out.LastStable >= 0 && b.BaseOffset >= out.LastStable {
-			// Past the last stable offset: not yet decided.
-			return out
+			break // past the last stable offset: not yet decided
 		}
 		if !drop {
-			start := len(out.Records)
-			recs, err := b.AppendRecords(out.Records)
-			if err != nil {
-				out.Err = err
-				return out
-			}
-			// Drop records before the fetch offset (first batch).
-			if start == 0 {
-				i := 0
-				for i < len(recs) && recs[i].Offset < fetchOffset {
-					i++
-				}
-				recs = recs[i:]
-			}
-			out.Records = recs
+			keep = append(keep, b)
+			total += int(b.NumRecords)
 		}
 		out.NextOffset = b.LastOffset + 1
 	}
+	if total > 0 {
+		out.Records = make([]batch.Record, 0, total)
+	}
+	for i := range keep {
+		b := &keep[i]
+		start := len(out.Records)
+		recs, err := b.AppendRecords(out.Records)
+		if err != nil {
+			// Records before the bad batch stand; resume at it.
+			out.NextOffset = b.BaseOffset
+			out.Err = err
+			return out
+		}
+		if start == 0 {
+			// Drop records before the fetch offset (first batch).
+			j := 0
+			for j < len(recs) && recs[j].Offset < fetchOffset {
+				j++
+			}
+			recs = recs[j:]
+		}
+		out.Records = recs
+	}
+	if stopErr != nil {
+		out.Err = stopErr
+	}
+	return out
 }

@@ -17,8 +17,14 @@ import (
 const DefaultMaxFrame = 100 << 20
 
 // growChunk bounds how far a body buffer grows ahead of the bytes actually
-// received, so a frame that claims 90 MiB and sends 10 bytes costs 1 MiB.
+// received for frames claiming more than trustedFrame, so a frame that
+// claims 90 MiB and sends 10 bytes costs at most a few MiB.
 const growChunk = 1 << 20
+
+// trustedFrame is the size up to which a frame's buffer is allocated at
+// once: what an ordinary fetch response needs, small enough that a lying
+// size prefix costs little.
+const trustedFrame = 8 << 20
 
 // FrameError describes why a frame was rejected. It matches errs.ErrMalformed.
 type FrameError struct {
@@ -59,6 +65,11 @@ func ReadFrame(r io.Reader, maxSize int32, buf []byte) ([]byte, error) {
 	}
 	n := int(size)
 	buf = buf[:0]
+	if cap(buf) < n && n <= trustedFrame {
+		// Ordinary responses get their exact size in one allocation;
+		// only claims above trustedFrame grow as their bytes arrive.
+		buf = make([]byte, 0, n)
+	}
 	for len(buf) < n {
 		want := min(n-len(buf), growChunk)
 		if cap(buf)-len(buf) < want {
