@@ -412,6 +412,13 @@ func (m *member) apply(ctx context.Context, tps assign.TopicPartitions) bool {
 			want[TopicPartition{t, p}] = true
 		}
 	}
+	revoked, _ := m.moveTo(ctx, want)
+	return revoked > 0 && m.cooperative()
+}
+
+// moveTo revokes owned partitions not in want, then adds the new ones, and
+// returns how many it revoked and added. Both protocols use it.
+func (m *member) moveTo(ctx context.Context, want map[TopicPartition]bool) (revokedN, addedN int) {
 	m.mu.Lock()
 	var revoked, added []TopicPartition
 	for tp := range m.owned {
@@ -433,7 +440,7 @@ func (m *member) apply(ctx context.Context, tps assign.TopicPartitions) bool {
 	if len(added) > 0 {
 		m.add(ctx, added)
 	}
-	return len(revoked) > 0 && m.cooperative()
+	return len(revoked), len(added)
 }
 
 func sortTPs(tps []TopicPartition) {

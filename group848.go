@@ -181,28 +181,8 @@ func (m *member) reconcile(ctx context.Context, target map[[16]byte][]int32) (do
 			want[TopicPartition{name, p}] = true
 		}
 	}
-	m.mu.Lock()
-	var revoked, added []TopicPartition
-	for tp := range m.owned {
-		if !want[tp] {
-			revoked = append(revoked, tp)
-		}
-	}
-	for tp := range want {
-		if !m.owned[tp] {
-			added = append(added, tp)
-		}
-	}
-	m.mu.Unlock()
-	sortTPs(revoked)
-	sortTPs(added)
-	if len(revoked) > 0 {
-		m.revoke(ctx, revoked)
-	}
-	if len(added) > 0 {
-		m.add(ctx, added)
-	}
-	return true, len(revoked)+len(added) > 0
+	revoked, added := m.moveTo(ctx, want)
+	return true, revoked+added > 0
 }
 
 // leave848 leaves the group (epoch -1; -2 keeps a static member's
