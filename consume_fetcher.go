@@ -19,6 +19,7 @@ type fetcher struct {
 	wake    chan struct{}
 	session fetch.Session
 	fails   int
+	scratch []batch.Record // decode buffer, reused across partitions
 }
 
 func (f *fetcher) poke() {
@@ -86,10 +87,25 @@ func (f *fetcher) loop() {
 					log.Debug("fetch response for a partition not asked for", "broker", f.node, "topic", tp.Topic, "partition", tp.Partition)
 					continue // a partition the session still had; ignore
 				}
-				res := fetch.DecodePartition(rp, s.offset, opts)
+				// Records are converted straight into one slab per
+				// partition: no intermediate copy survives the decode.
+				var slab []Record
+				topic, part := rt.Topic, rp.Partition
+				res := fetch.DecodePartitionTo(rp, s.offset, opts, &f.scratch,
+					func(total int) { slab = make([]Record, 0, total) },
+					func(rs []batch.Record) {
+						for i := range rs {
+							br := &rs[i]
+							slab = append(slab, Record{
+								Topic: topic, Partition: part,
+								Key: br.Key, Value: br.Value, Headers: br.Headers,
+								Timestamp: time.UnixMilli(br.Timestamp), Offset: br.Offset,
+							})
+						}
+					})
 				log.Debug("fetched", "broker", f.node, "topic", tp.Topic, "partition", tp.Partition,
 					"offset", s.offset, "records", len(res.Records), "next", res.NextOffset, "err", res.Err)
-				if s.p.applyFetch(s.epoch, s.offset, res) {
+				if s.p.applyFetch(s.epoch, s.offset, res, slab) {
 					moved = true
 				}
 			}

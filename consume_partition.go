@@ -2,10 +2,10 @@ package riffle
 
 import (
 	"context"
+	"slices"
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/riffle-go/riffle/internal/batch"
 	"github.com/riffle-go/riffle/internal/fetch"
@@ -66,13 +66,6 @@ func newCPart(cs *Consumer, a Assignment) *cpart {
 	}
 }
 
-func recordBytes(r *batch.Record) int64 {
-	n := int64(len(r.Key) + len(r.Value))
-	for _, h := range r.Headers {
-		n += int64(len(h.Key) + len(h.Value))
-	}
-	return n
-}
 
 // want reports whether the partition should be in fetcher node's next
 // request, and at which offset and epoch.
@@ -97,7 +90,7 @@ func (p *cpart) behind() bool {
 // applyFetch applies one partition's fetch result issued under epoch at
 // offset; stale results are dropped. It returns whether the partition's
 // leadership looked wrong (the coordinator should re-check).
-func (p *cpart) applyFetch(epoch uint64, offset int64, res fetch.Partition) (moved bool) {
+func (p *cpart) applyFetch(epoch uint64, offset int64, res fetch.Partition, recs []Record) (moved bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.epoch != epoch || p.fetchOffset != offset || p.state != stateFetching {
@@ -106,18 +99,12 @@ func (p *cpart) applyFetch(epoch uint64, offset int64, res fetch.Partition) (mov
 	if res.HighWatermark >= 0 {
 		p.hw = res.HighWatermark
 	}
-	if len(res.Records) > 0 {
-		recs := make([]Record, len(res.Records))
+	if len(recs) > 0 {
 		var bytes int64
-		for i := range res.Records {
-			br := &res.Records[i]
-			recs[i] = Record{
-				Topic: p.tp.Topic, Partition: p.tp.Partition,
-				Key: br.Key, Value: br.Value, Headers: br.Headers,
-				Timestamp: time.UnixMilli(br.Timestamp), Offset: br.Offset,
-			}
+		p.buf = slices.Grow(p.buf, len(recs))
+		for i := range recs {
 			p.buf = append(p.buf, &recs[i])
-			bytes += recordBytes(br)
+			bytes += int64(recs[i].size())
 		}
 		p.bufBytes += bytes
 		p.cs.buffered.Add(bytes)

@@ -34,8 +34,23 @@ type Partition struct {
 }
 
 // DecodePartition decodes one partition of a fetch response fetched from
-// fetchOffset. It never panics on any input.
+// fetchOffset, with the records in Records. It never panics on any input.
 func DecodePartition(rp *kmsg.FetchResponseTopicPartition, fetchOffset int64, opts DecodeOptions) Partition {
+	var recs []batch.Record
+	out := DecodePartitionTo(rp, fetchOffset, opts, nil,
+		func(total int) { recs = make([]batch.Record, 0, total) },
+		func(rs []batch.Record) { recs = append(recs, rs...) })
+	out.Records = recs
+	return out
+}
+
+// DecodePartitionTo is DecodePartition for callers with their own record
+// type: it calls size once with an upper bound of the records to come, then
+// emit with each batch's records (which alias the response and, after emit
+// returns, are overwritten: convert them, don't keep the slice). scratch,
+// if not nil, is reused across calls to decode into. Records is left nil.
+func DecodePartitionTo(rp *kmsg.FetchResponseTopicPartition, fetchOffset int64, opts DecodeOptions,
+	scratch *[]batch.Record, size func(total int), emit func([]batch.Record)) Partition {
 	out := Partition{
 		NextOffset:    fetchOffset,
 		HighWatermark: rp.HighWatermark,
@@ -91,27 +106,40 @@ func DecodePartition(rp *kmsg.FetchResponseTopicPartition, fetchOffset int64, op
 		out.NextOffset = b.LastOffset + 1
 	}
 	if total > 0 {
-		out.Records = make([]batch.Record, 0, total)
+		size(total)
 	}
+	var buf []batch.Record
+	if scratch != nil {
+		buf = *scratch
+	}
+	first := true
 	for i := range keep {
 		b := &keep[i]
-		start := len(out.Records)
-		recs, err := b.AppendRecords(out.Records)
+		recs, err := b.AppendRecords(buf[:0])
 		if err != nil {
 			// Records before the bad batch stand; resume at it.
 			out.NextOffset = b.BaseOffset
 			out.Err = err
-			return out
+			break
 		}
-		if start == 0 {
+		buf = recs
+		if first {
 			// Drop records before the fetch offset (first batch).
 			j := 0
 			for j < len(recs) && recs[j].Offset < fetchOffset {
 				j++
 			}
 			recs = recs[j:]
+			first = false
 		}
-		out.Records = recs
+		emit(recs)
+	}
+	if scratch != nil {
+		clear(buf)
+		*scratch = buf[:0]
+	}
+	if out.Err != nil {
+		return out
 	}
 	if stopErr != nil {
 		out.Err = stopErr
