@@ -2,9 +2,9 @@ package riffle
 
 import (
 	"context"
-	"slices"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/riffle-go/riffle/internal/batch"
@@ -65,7 +65,6 @@ func newCPart(cs *Consumer, a Assignment) *cpart {
 		fetchOffset: -1, position: -1, processed: -1,
 	}
 }
-
 
 // want reports whether the partition should be in fetcher node's next
 // request, and at which offset and epoch.
