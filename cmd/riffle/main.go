@@ -110,7 +110,8 @@ neither, riffle starts an embedded 3-broker cluster in the process, with a
 topic "demo" of 6 partitions, and stops it when the command ends: handy for
 trying riffle out, useless for keeping data.
 
-Every command is bounded by --timeout and stops on Ctrl-C. Prefer the
+Every command is bounded by --timeout (produce and consume only when it is
+given explicitly: they run until done or Ctrl-C) and stops on Ctrl-C. Prefer the
 RIFFLE_SASL_PASSWORD environment variable to --sasl-password, which other
 users of the machine can see in the process list.
 
