@@ -390,8 +390,10 @@ func TestDemoEmbedded(t *testing.T) {
 func TestDemoTwice(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t)
-	on(t, c, "demo", "--topic", "tour", "-p", "2").wantCode(t, 0)
-	r := on(t, c, "demo", "--topic", "tour", "-p", "2")
+	// A generous timeout: the demo's group step needs a rebalance or two,
+	// and CI runs other packages' tests beside this one on 2 cores.
+	on(t, c, "--timeout", "60s", "demo", "--topic", "tour", "-p", "2").wantCode(t, 0)
+	r := on(t, c, "--timeout", "60s", "demo", "--topic", "tour", "-p", "2")
 	r.wantCode(t, 0)
 	if !strings.Contains(r.stdout, `topic "tour" already exists; using it`) || r.stderr != "" {
 		t.Errorf("second demo: stdout %q, stderr %q", r.stdout, r.stderr)
