@@ -15,6 +15,7 @@ type TopicPartition struct {
 	Partition int32
 }
 
+// String formats the partition as topic[partition].
 func (tp TopicPartition) String() string { return fmt.Sprintf("%s[%d]", tp.Topic, tp.Partition) }
 
 // StartOffset says where consumption of a partition starts.
@@ -36,6 +37,7 @@ func AtOffset(o int64) StartOffset { return StartOffset{kind: 0, at: o} }
 // AtTime starts at the first record whose timestamp is at or after t.
 func AtTime(t time.Time) StartOffset { return StartOffset{kind: 3, at: t.UnixMilli()} }
 
+// String describes the start offset.
 func (s StartOffset) String() string {
 	switch s.kind {
 	case 1:
@@ -92,10 +94,12 @@ type PartitionError struct {
 	Err       error
 }
 
+// Error formats the partition, offset and cause.
 func (e *PartitionError) Error() string {
 	return fmt.Sprintf("%s[%d] at offset %d: %v", e.Topic, e.Partition, e.Offset, e.Err)
 }
 
+// Unwrap returns the cause.
 func (e *PartitionError) Unwrap() error { return e.Err }
 
 // ConsumerOption configures a Consumer.

@@ -37,6 +37,7 @@ const (
 	CompressionZstd   = Compression(batch.CodecZstd)
 )
 
+// String names the codec.
 func (c Compression) String() string { return batch.Codec(c).String() }
 
 // ProducerOption configures a Producer.

@@ -42,6 +42,7 @@ type Range struct {
 // compaction and transaction markers leave gaps).
 func (r Range) Len() int64 { return r.High - r.Low }
 
+// String formats the range as topic[partition] [low, high).
 func (r Range) String() string {
 	return fmt.Sprintf("%s[%d] [%d, %d)", r.Topic, r.Partition, r.Low, r.High)
 }
