@@ -677,6 +677,12 @@ func startKfakeServer(ctx context.Context, topic string, partitions int, blackho
 		"-topic", topic,
 		"-partitions", strconv.Itoa(partitions),
 		"-blackhole="+strconv.FormatBool(blackhole))
+	return startServerProcess(ctx, cmd)
+}
+
+// startServerProcess starts a broker subprocess and waits for the
+// "addr host:port" line it prints once listening.
+func startServerProcess(ctx context.Context, cmd *exec.Cmd) (*kfakeServer, error) {
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

@@ -16,7 +16,6 @@ package main
 // Unix only, as produce (whose kfakeServer it reuses).
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"flag"
@@ -843,45 +842,7 @@ func startRebalanceServer(ctx context.Context, o rebalOpts) (*kfakeServer, error
 		"-broker-config", "group.consumer.heartbeat.interval.ms=100",
 		"-broker-config", "group.consumer.session.timeout.ms=3000",
 	)
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting the broker process: %w", err)
-	}
-	srv := &kfakeServer{cmd: cmd, stdin: stdin}
-	line := make(chan string, 1)
-	go func() {
-		s := bufio.NewScanner(stdout)
-		if s.Scan() {
-			line <- s.Text()
-		}
-		close(line)
-		io.Copy(io.Discard, stdout)
-	}()
-	t := time.NewTimer(30 * time.Second)
-	defer t.Stop()
-	select {
-	case l, ok := <-line:
-		if ok && strings.HasPrefix(l, "addr ") {
-			srv.addr = strings.TrimPrefix(l, "addr ")
-			return srv, nil
-		}
-		srv.stop()
-		return nil, fmt.Errorf("broker process printed %q, want \"addr host:port\"", l)
-	case <-t.C:
-		srv.stop()
-		return nil, errors.New("broker process did not print its address within 30s")
-	case <-ctx.Done():
-		srv.stop()
-		return nil, ctx.Err()
-	}
+	return startServerProcess(ctx, cmd)
 }
 
 // configFlags is a repeatable -broker-config key=value flag.
