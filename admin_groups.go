@@ -607,22 +607,7 @@ func (a *Admin) simpleCommit(ctx context.Context, group string, offsets map[Topi
 			req.Group = gs[0]
 			req.Generation = -1
 			req.MemberID = ""
-			idx := map[string]int{}
-			for _, tp := range tps {
-				i, ok := idx[tp.Topic]
-				if !ok {
-					i = len(req.Topics)
-					idx[tp.Topic] = i
-					t := kmsg.NewOffsetCommitRequestTopic()
-					t.Topic = tp.Topic
-					req.Topics = append(req.Topics, t)
-				}
-				p := kmsg.NewOffsetCommitRequestTopicPartition()
-				p.Partition = tp.Partition
-				p.Offset = offsets[tp]
-				p.LeaderEpoch = -1
-				req.Topics[i].Partitions = append(req.Topics[i].Partitions, p)
-			}
+			addCommitOffsets(req, tps, offsets, nil)
 			resp, err := a.c.cl.Request(ctx, node, cluster.ClassOther, req)
 			if err != nil {
 				return nil, err

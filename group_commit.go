@@ -127,23 +127,11 @@ func (c *committer) send(ctx context.Context, offsets map[TopicPartition]int64) 
 		if m.cfg.instanceID != "" {
 			req.InstanceID = &m.cfg.instanceID
 		}
-		idx := map[string]int{}
-		for tp, o := range offsets {
-			i, ok := idx[tp.Topic]
-			if !ok {
-				i = len(req.Topics)
-				idx[tp.Topic] = i
-				t := kmsg.NewOffsetCommitRequestTopic()
-				t.Topic = tp.Topic
-				req.Topics = append(req.Topics, t)
-			}
-			p := kmsg.NewOffsetCommitRequestTopicPartition()
-			p.Partition = tp.Partition
-			p.Offset = o
-			p.LeaderEpoch = -1
-			p.Metadata = kmsg.StringPtr(m.cfg.commitMetadata)
-			req.Topics[i].Partitions = append(req.Topics[i].Partitions, p)
+		tps := make([]TopicPartition, 0, len(offsets))
+		for tp := range offsets {
+			tps = append(tps, tp)
 		}
+		addCommitOffsets(req, tps, offsets, kmsg.StringPtr(m.cfg.commitMetadata))
 		resp, err := m.groupRequest(ctx, req)
 		if err != nil {
 			if ctx.Err() != nil || attempt >= 5 {
@@ -239,5 +227,27 @@ func (c *committer) fetch(ctx context.Context, tps []TopicPartition) (map[TopicP
 			return nil, err
 		}
 		m.sleep(ctx, m.cs.c.cfg.retryBackoff.Delay(attempt, rand.Float64()))
+	}
+}
+
+// addCommitOffsets adds offsets[tp] for each of tps to an OffsetCommit
+// request, grouped by topic in the order given.
+func addCommitOffsets(req *kmsg.OffsetCommitRequest, tps []TopicPartition, offsets map[TopicPartition]int64, metadata *string) {
+	idx := map[string]int{}
+	for _, tp := range tps {
+		i, ok := idx[tp.Topic]
+		if !ok {
+			i = len(req.Topics)
+			idx[tp.Topic] = i
+			t := kmsg.NewOffsetCommitRequestTopic()
+			t.Topic = tp.Topic
+			req.Topics = append(req.Topics, t)
+		}
+		p := kmsg.NewOffsetCommitRequestTopicPartition()
+		p.Partition = tp.Partition
+		p.Offset = offsets[tp]
+		p.LeaderEpoch = -1
+		p.Metadata = metadata
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, p)
 	}
 }
