@@ -252,35 +252,7 @@ func startFranzMember(env *rebalEnv, m int, block bool, extra ...kgo.Opt) (func(
 	}, nil
 }
 
-// rebalNotes collects distinct messages of one run, with counts.
-type rebalNotes struct {
-	mu sync.Mutex
-	m  map[string]int
-}
-
-func (n *rebalNotes) add(format string, args ...any) {
-	msg := oneLine(fmt.Errorf(format, args...), 90)
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.m == nil {
-		n.m = map[string]int{}
-	}
-	n.m[msg]++
-}
-
-func (n *rebalNotes) list() []string {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	var out []string
-	for msg, c := range n.m {
-		if c > 1 {
-			msg = fmt.Sprintf("%s (×%d)", msg, c)
-		}
-		out = append(out, msg)
-	}
-	slices.Sort(out)
-	return out
-}
+// noteSet collects distinct messages of one run, with counts.
 
 // rebalState tracks, for one run, who owns each partition (from the
 // members' assign, revoke and lost callbacks) and when each was last
@@ -289,7 +261,7 @@ type rebalState struct {
 	inflight   [rebalPartitions]atomic.Int32 // handler calls running now, per partition
 	violations atomic.Int64                  // handler calls that began while another on the same partition ran
 	groupReqs  atomic.Int64                  // group coordination requests sent by the members (see isGroupRequest)
-	notes      rebalNotes
+	notes      noteSet
 
 	mu         sync.Mutex
 	owner      [rebalPartitions]int       // member, -1 for none
