@@ -49,6 +49,10 @@ type cpart struct {
 	buf         []*Record
 	bufBytes    int64
 	paused      bool
+	blocked     bool   // the sink took no more; until its wake
+	wakes       uint64 // sink wakes, to catch one that races a refusal
+	startAt     int64  // where the current gen began (for the sink)
+	meta        string // commit metadata of the assigned committed offset
 	running     bool
 	queued      bool
 	fetchErr    *PartitionError // stops the partition once buf drains
@@ -156,6 +160,8 @@ func (p *cpart) resetLocked(to StartOffset) {
 	p.gen++
 	p.dropBufferLocked()
 	p.start = to
+	p.meta = "" // belongs to the committed offset, not to a reset one
+	p.blocked = false
 	p.state = stateNeedOffset
 	p.cs.poke()
 }
@@ -172,7 +178,7 @@ func (p *cpart) dropBufferLocked() {
 // scheduleLocked puts the partition on the run queue if it has work and no
 // runner holds it.
 func (p *cpart) scheduleLocked() {
-	if p.running || p.queued || p.paused || p.state != stateFetching {
+	if p.running || p.queued || p.paused || p.blocked || p.state != stateFetching {
 		return
 	}
 	if len(p.buf) == 0 && p.fetchErr == nil {

@@ -145,6 +145,9 @@ func (cs *Consumer) run(p *cpart) {
 // handle runs the handler on chunk and returns how many records finished
 // and the handler's error, if any.
 func (cs *Consumer) handle(ctx context.Context, p *cpart, gen uint64, chunk []*Record) (int, error) {
+	if cs.cfg.sink != nil {
+		return cs.offer(p, gen, chunk), nil
+	}
 	if cs.cfg.onBatch != nil {
 		p.mu.Lock()
 		if p.gen != gen {

@@ -123,8 +123,9 @@ func (cs *Consumer) resetStart() StartOffset {
 	return AtLatest()
 }
 
-// assignFromGroup adds partitions the group assigned.
-func (cs *Consumer) assignFromGroup(as []Assignment) {
+// assignFromGroup adds partitions the group assigned, with the commit
+// metadata of their committed offsets.
+func (cs *Consumer) assignFromGroup(as []Assignment, metas map[TopicPartition]string) {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	if cs.closed {
@@ -133,16 +134,22 @@ func (cs *Consumer) assignFromGroup(as []Assignment) {
 	for _, a := range as {
 		if _, ok := cs.parts[a.TopicPartition]; !ok {
 			cs.cl.AddTopics(a.Topic)
-			cs.parts[a.TopicPartition] = newCPart(cs, a)
+			p := newCPart(cs, a)
+			p.meta = metas[a.TopicPartition]
+			cs.parts[a.TopicPartition] = p
 		}
 	}
 	cs.poke()
 }
 
 // processedOffsets returns, for the given partitions, the offset after the
-// last finished record (what a commit may cover).
-func (cs *Consumer) processedOffsets(tps []TopicPartition) map[TopicPartition]int64 {
+// last finished record (what a commit may cover) and, with a sink, the
+// commit metadata that goes with it.
+func (cs *Consumer) processedOffsets(tps []TopicPartition) (map[TopicPartition]int64, map[TopicPartition]string) {
 	out := map[TopicPartition]int64{}
+	if cs.cfg.sink != nil {
+		return splitPositions(cs.cfg.sink.Positions(sinkParts(tps)))
+	}
 	for _, tp := range tps {
 		if p := cs.partition(tp); p != nil {
 			p.mu.Lock()
@@ -152,7 +159,7 @@ func (cs *Consumer) processedOffsets(tps []TopicPartition) map[TopicPartition]in
 			p.mu.Unlock()
 		}
 	}
-	return out
+	return out, nil
 }
 
 // Commit synchronously commits, for every partition the group assigned to
@@ -162,7 +169,8 @@ func (cs *Consumer) Commit(ctx context.Context) error {
 	if cs.member == nil {
 		return fmt.Errorf("%w: Commit needs a consumer group", ErrInvalidConfig)
 	}
-	return cs.member.commits.commitSync(ctx, cs.processedOffsets(cs.member.ownedList()))
+	offs, metas := cs.processedOffsets(cs.member.ownedList())
+	return cs.member.commits.commitSync(ctx, offs, metas)
 }
 
 // CommitOffsets synchronously commits the given offsets (the next offset to
@@ -171,7 +179,7 @@ func (cs *Consumer) CommitOffsets(ctx context.Context, offsets map[TopicPartitio
 	if cs.member == nil {
 		return fmt.Errorf("%w: CommitOffsets needs a consumer group", ErrInvalidConfig)
 	}
-	return cs.member.commits.commitSync(ctx, offsets)
+	return cs.member.commits.commitSync(ctx, offsets, nil)
 }
 
 // CommitAsync commits like Commit without waiting; fn (may be nil) gets
@@ -184,9 +192,9 @@ func (cs *Consumer) CommitAsync(fn func(error)) {
 		}
 		return
 	}
-	offsets := cs.processedOffsets(cs.member.ownedList())
+	offsets, metas := cs.processedOffsets(cs.member.ownedList())
 	w := make(chan error, 1)
-	cs.member.commits.enqueue(offsets, w)
+	cs.member.commits.enqueue(offsets, metas, w)
 	if fn != nil {
 		cs.goOwned(func() {
 			select {
@@ -245,12 +253,14 @@ func (cs *Consumer) Assign(as ...Assignment) error {
 // is waited for (bounded by ctx), buffered records are dropped. It returns
 // the positions reached (the offset after the last finished record).
 func (cs *Consumer) Unassign(ctx context.Context, tps ...TopicPartition) (map[TopicPartition]int64, error) {
-	return cs.remove(ctx, false, tps)
+	pos, _, err := cs.remove(ctx, false, tps)
+	return pos, err
 }
 
 // remove revokes (waits for handlers) or, when lost, cancels handlers and
-// does not wait.
-func (cs *Consumer) remove(ctx context.Context, lost bool, tps []TopicPartition) (map[TopicPartition]int64, error) {
+// does not wait. It returns the positions reached and, with a sink, their
+// commit metadata.
+func (cs *Consumer) remove(ctx context.Context, lost bool, tps []TopicPartition) (map[TopicPartition]int64, map[TopicPartition]string, error) {
 	cs.mu.Lock()
 	var ps []*cpart
 	for _, tp := range tps {
@@ -265,7 +275,16 @@ func (cs *Consumer) remove(ctx context.Context, lost bool, tps []TopicPartition)
 	}
 	var errsOut []error
 	done := map[TopicPartition]int64{}
+	var stopped []TopicPartition
 	for _, p := range ps {
+		if cs.cfg.sink != nil {
+			// The runner only offers records to the sink (it never
+			// blocks), so it is idle at once; the sink waits for what
+			// it runs.
+			<-p.idle()
+			stopped = append(stopped, p.tp)
+			continue
+		}
 		if !lost {
 			// An idle partition wins over an expired ctx: select picks
 			// at random among ready cases, so once ctx had ended while
@@ -290,8 +309,16 @@ func (cs *Consumer) remove(ctx context.Context, lost bool, tps []TopicPartition)
 		done[p.tp] = p.processed
 		p.mu.Unlock()
 	}
+	var metas map[TopicPartition]string
+	if len(stopped) > 0 {
+		pos, err := cs.cfg.sink.Stop(ctx, sinkParts(stopped), lost)
+		if err != nil {
+			errsOut = append(errsOut, err)
+		}
+		done, metas = splitPositions(pos)
+	}
 	cs.poke()
-	return done, errors.Join(errsOut...)
+	return done, metas, errors.Join(errsOut...)
 }
 
 // Pause stops fetching and dispatching the partitions until Resume. A
@@ -407,9 +434,9 @@ func (cs *Consumer) Close(ctx context.Context) (map[TopicPartition]int64, error)
 		cs.member.closingReady = make(chan struct{})
 		cs.member.mu.Unlock()
 	}
-	pos, err := cs.remove(ctx, false, tps)
+	pos, metas, err := cs.remove(ctx, false, tps)
 	if cs.member != nil {
-		if cerr := cs.member.commitFinal(ctx, pos); cerr != nil {
+		if cerr := cs.member.commitFinal(ctx, pos, metas); cerr != nil {
 			err = errors.Join(err, fmt.Errorf("final commit: %w", cerr))
 		}
 		cs.memberCancel()
@@ -506,6 +533,7 @@ func (cs *Consumer) resolveOffsets(ps []*cpart) {
 		switch p.start.kind {
 		case 0:
 			p.fetchOffset, p.position, p.processed = p.start.at, p.start.at, p.start.at
+			p.startAt = p.start.at
 			p.state = stateFetching
 			p.mu.Unlock()
 			continue
@@ -562,6 +590,7 @@ func (cs *Consumer) resolveOffsets(ps []*cpart) {
 			p.mu.Lock()
 			if p.state == stateNeedOffset {
 				p.fetchOffset, p.position, p.processed = off, off, off
+				p.startAt = off
 				p.state = stateFetching
 			}
 			p.mu.Unlock()

@@ -122,6 +122,7 @@ type consumerConfig struct {
 	maxDecompressed int
 	maxBatchRecords int
 	group           groupConfig
+	sink            recordSink // riffle/process; replaces the handler
 }
 
 func defaultConsumerConfig() consumerConfig {
@@ -146,10 +147,12 @@ func (c *consumerConfig) validate() error {
 		return fmt.Errorf("%w: consumer: "+format, append([]any{errs.ErrConfig}, args...)...)
 	}
 	switch {
-	case c.onRecord == nil && c.onBatch == nil:
+	case c.sink == nil && c.onRecord == nil && c.onBatch == nil:
 		return bad("no handler (use HandleRecord or HandleBatch)")
 	case c.onRecord != nil && c.onBatch != nil:
 		return bad("both HandleRecord and HandleBatch set")
+	case c.sink != nil && (c.onRecord != nil || c.onBatch != nil):
+		return bad("a processor replaces HandleRecord and HandleBatch")
 	case c.runners < 0:
 		return bad("negative runner count")
 	case c.fetchMaxWait < 0 || c.fetchMaxWait > 5*time.Minute:

@@ -40,6 +40,7 @@ type member struct {
 	prev         assign.TopicPartitions // the last assignment received
 	leaving      bool                   // closing: take nothing new
 	closingPos   map[TopicPartition]int64
+	closingMeta  map[TopicPartition]string
 	closingReady chan struct{} // closed once closingPos is set
 
 	commits *committer
@@ -461,7 +462,7 @@ func (m *member) add(ctx context.Context, tps []TopicPartition) {
 	if leaving {
 		return // closing: the next rebalance hands them to others
 	}
-	committed, err := m.commits.fetch(ctx, tps)
+	committed, metas, err := m.commits.fetch(ctx, tps)
 	if err != nil && ctx.Err() == nil {
 		m.cs.c.log.Warn("fetching committed offsets failed; rejoining", "group", m.cfg.id, "err", err)
 		m.requestRejoin()
@@ -483,7 +484,7 @@ func (m *member) add(ctx context.Context, tps []TopicPartition) {
 		m.owned[tp] = true
 	}
 	m.mu.Unlock()
-	m.cs.assignFromGroup(as)
+	m.cs.assignFromGroup(as, metas)
 	if m.cfg.onAssigned != nil {
 		m.cfg.onAssigned(ctx, tps)
 	}
@@ -495,7 +496,7 @@ func (m *member) add(ctx context.Context, tps []TopicPartition) {
 // the timeout makes its partition lost instead (no commit, error reported).
 func (m *member) revoke(ctx context.Context, tps []TopicPartition) {
 	rctx, cancel := context.WithTimeout(ctx, m.cfg.revokeTimeout)
-	pos, err := m.cs.remove(rctx, false, tps)
+	pos, metas, err := m.cs.remove(rctx, false, tps)
 	cancel()
 	m.mu.Lock()
 	ready := m.closingReady
@@ -512,6 +513,12 @@ func (m *member) revoke(ctx context.Context, tps []TopicPartition) {
 		for _, tp := range tps {
 			if o, ok := m.closingPos[tp]; ok {
 				pos[tp] = o
+				if md, ok := m.closingMeta[tp]; ok {
+					if metas == nil {
+						metas = map[TopicPartition]string{}
+					}
+					metas[tp] = md
+				}
 			}
 		}
 		m.mu.Unlock()
@@ -523,7 +530,7 @@ func (m *member) revoke(ctx context.Context, tps []TopicPartition) {
 	}
 	if len(pos) > 0 {
 		cctx, ccancel := context.WithTimeout(ctx, m.cfg.revokeTimeout)
-		if err := m.commits.commitSync(cctx, pos); err != nil && ctx.Err() == nil {
+		if err := m.commits.commitSync(cctx, pos, metas); err != nil && ctx.Err() == nil {
 			m.cs.c.log.Warn("commit on revoke failed", "group", m.cfg.id, "err", err)
 		}
 		ccancel()
@@ -698,23 +705,26 @@ func (m *member) leave(ctx context.Context) {
 }
 
 // commitFinal commits the positions a closing consumer reached for the
-// partitions the member still owns. A rebalance in progress bumps the
-// generation under the commit; the member keeps taking part in it (it
-// takes nothing new while leaving), so the commit is retried with the new
-// generation until it lands or ctx ends. Partitions revoked meanwhile were
-// committed by their revoke and are not committed again: another member
-// may own them now.
-func (m *member) commitFinal(ctx context.Context, pos map[TopicPartition]int64) error {
+// partitions the member still owns. A rebalance in progress fails the
+// commit (the generation is new from JoinGroup but not yet synced, or is
+// about to move); the member keeps taking part in it (it takes nothing new
+// while leaving), so the commit is retried with backoff, re-reading the
+// generation, until it lands, ctx ends or one rebalance timeout passes.
+// Partitions revoked meanwhile were committed by their revoke and are not
+// committed again: another member may own them now.
+func (m *member) commitFinal(ctx context.Context, pos map[TopicPartition]int64, metas map[TopicPartition]string) error {
 	m.mu.Lock()
 	m.leaving = true
 	m.closingPos = pos
+	m.closingMeta = metas
 	if m.closingReady != nil {
 		close(m.closingReady)
 	}
 	m.mu.Unlock()
+	giveUp := time.Now().Add(m.cfg.rebalanceTimeout)
+	wait := 20 * time.Millisecond
 	for {
 		m.mu.Lock()
-		gen := m.generation
 		mine := map[TopicPartition]int64{}
 		for tp, o := range pos {
 			if m.owned[tp] {
@@ -725,25 +735,22 @@ func (m *member) commitFinal(ctx context.Context, pos map[TopicPartition]int64) 
 		if len(mine) == 0 {
 			return nil
 		}
-		err := m.commits.commitSync(ctx, mine)
+		err := m.commits.commitSync(ctx, mine, metas)
 		var ke *kafkaerr.Error
 		if err == nil || !errors.As(err, &ke) ||
 			(ke.Code != kafkaerr.IllegalGeneration && ke.Code != kafkaerr.RebalanceInProgress && ke.Code != kafkaerr.StaleMemberEpoch) {
 			return err
 		}
-		// Wait for the member to finish the rebalance.
-		for {
-			m.mu.Lock()
-			changed := m.generation != gen
-			m.mu.Unlock()
-			if changed {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("%w (last: %w)", ctx.Err(), err)
-			case <-time.After(20 * time.Millisecond):
-			}
+		if time.Now().After(giveUp) {
+			return fmt.Errorf("group still rebalancing after %v: %w", m.cfg.rebalanceTimeout, err)
 		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w (last: %w)", ctx.Err(), err)
+		case <-t.C:
+		}
+		wait = min(2*wait, 500*time.Millisecond)
 	}
 }

@@ -17,24 +17,33 @@ import (
 type committer struct {
 	m *member
 
-	mu        sync.Mutex
-	pending   map[TopicPartition]int64
-	waiters   []chan error
+	mu          sync.Mutex
+	pending     map[TopicPartition]int64
+	pendingMeta map[TopicPartition]string // per-partition metadata, else the configured one
+	waiters     []chan error
 	committed map[TopicPartition]int64
 	wake      chan struct{}
 }
 
 func newCommitter(m *member) *committer {
 	return &committer{
-		m: m, pending: map[TopicPartition]int64{}, committed: map[TopicPartition]int64{},
+		m: m, pending: map[TopicPartition]int64{}, pendingMeta: map[TopicPartition]string{},
+		committed: map[TopicPartition]int64{},
 		wake: make(chan struct{}, 1),
 	}
 }
 
-func (c *committer) enqueue(offsets map[TopicPartition]int64, w chan error) {
+// enqueue queues offsets with their metadata (metas may be nil or lack a
+// partition: the configured CommitMetadata is used there).
+func (c *committer) enqueue(offsets map[TopicPartition]int64, metas map[TopicPartition]string, w chan error) {
 	c.mu.Lock()
 	for tp, o := range offsets {
 		c.pending[tp] = o
+		if m, ok := metas[tp]; ok {
+			c.pendingMeta[tp] = m
+		} else {
+			delete(c.pendingMeta, tp)
+		}
 	}
 	if w != nil {
 		c.waiters = append(c.waiters, w)
@@ -47,17 +56,17 @@ func (c *committer) enqueue(offsets map[TopicPartition]int64, w chan error) {
 }
 
 // commitAsync queues offsets; errors are logged.
-func (c *committer) commitAsync(offsets map[TopicPartition]int64) {
+func (c *committer) commitAsync(offsets map[TopicPartition]int64, metas map[TopicPartition]string) {
 	if len(offsets) > 0 {
-		c.enqueue(offsets, nil)
+		c.enqueue(offsets, metas, nil)
 	}
 }
 
 // commitSync queues offsets and waits until a commit carrying them (or
 // later ones) finished.
-func (c *committer) commitSync(ctx context.Context, offsets map[TopicPartition]int64) error {
+func (c *committer) commitSync(ctx context.Context, offsets map[TopicPartition]int64, metas map[TopicPartition]string) error {
 	w := make(chan error, 1)
-	c.enqueue(offsets, w)
+	c.enqueue(offsets, metas, w)
 	select {
 	case err := <-w:
 		return err
@@ -86,8 +95,8 @@ func (c *committer) run(ctx context.Context) {
 		case <-c.wake:
 		}
 		c.mu.Lock()
-		offsets, waiters := c.pending, c.waiters
-		c.pending, c.waiters = map[TopicPartition]int64{}, nil
+		offsets, metas, waiters := c.pending, c.pendingMeta, c.waiters
+		c.pending, c.pendingMeta, c.waiters = map[TopicPartition]int64{}, map[TopicPartition]string{}, nil
 		c.mu.Unlock()
 		if len(offsets) == 0 {
 			for _, w := range waiters {
@@ -95,7 +104,7 @@ func (c *committer) run(ctx context.Context) {
 			}
 			continue
 		}
-		err := c.send(ctx, offsets)
+		err := c.send(ctx, offsets, metas)
 		if err != nil && ctx.Err() == nil {
 			c.m.cs.c.log.Warn("offset commit failed", "group", c.m.cfg.id, "err", err)
 		}
@@ -117,7 +126,7 @@ func (c *committer) failWaiters(err error) {
 
 // send commits offsets, retrying coordinator moves; the generation and
 // member id are those current at each attempt.
-func (c *committer) send(ctx context.Context, offsets map[TopicPartition]int64) error {
+func (c *committer) send(ctx context.Context, offsets map[TopicPartition]int64, metas map[TopicPartition]string) error {
 	m := c.m
 	for attempt := 1; ; attempt++ {
 		req := kmsg.NewPtrOffsetCommitRequest()
@@ -131,7 +140,7 @@ func (c *committer) send(ctx context.Context, offsets map[TopicPartition]int64) 
 		for tp := range offsets {
 			tps = append(tps, tp)
 		}
-		addCommitOffsets(req, tps, offsets, kmsg.StringPtr(m.cfg.commitMetadata))
+		addCommitOffsets(req, tps, offsets, metas, m.cfg.commitMetadata)
 		resp, err := m.groupRequest(ctx, req)
 		if err != nil {
 			if ctx.Err() != nil || attempt >= 5 {
@@ -166,9 +175,10 @@ func (c *committer) send(ctx context.Context, offsets map[TopicPartition]int64) 
 	}
 }
 
-// fetch returns the committed offsets of tps (-1 where none), waiting out
-// unstable offsets of open transactions (KIP-447 RequireStable).
-func (c *committer) fetch(ctx context.Context, tps []TopicPartition) (map[TopicPartition]int64, error) {
+// fetch returns the committed offsets of tps (-1 where none) and their
+// metadata, waiting out unstable offsets of open transactions (KIP-447
+// RequireStable).
+func (c *committer) fetch(ctx context.Context, tps []TopicPartition) (map[TopicPartition]int64, map[TopicPartition]string, error) {
 	m := c.m
 	for attempt := 1; ; attempt++ {
 		req := kmsg.NewPtrOffsetFetchRequest()
@@ -203,9 +213,13 @@ func (c *committer) fetch(ctx context.Context, tps []TopicPartition) (map[TopicP
 		switch {
 		case err == nil && code == 0:
 			out := map[TopicPartition]int64{}
+			metas := map[TopicPartition]string{}
 			for _, t := range r.Topics {
 				for _, p := range t.Partitions {
 					out[TopicPartition{t.Topic, p.Partition}] = p.Offset
+					if p.Metadata != nil {
+						metas[TopicPartition{t.Topic, p.Partition}] = *p.Metadata
+					}
 					if p.Offset >= 0 {
 						c.mu.Lock()
 						c.committed[TopicPartition{t.Topic, p.Partition}] = p.Offset
@@ -213,26 +227,27 @@ func (c *committer) fetch(ctx context.Context, tps []TopicPartition) (map[TopicP
 					}
 				}
 			}
-			return out, nil
+			return out, metas, nil
 		case err == nil && !(m.coordinatorError(code) || code == kafkaerr.UnstableOffsetCommit):
-			return nil, kafkaerr.ForCode(code)
+			return nil, nil, kafkaerr.ForCode(code)
 		}
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return nil, nil, ctx.Err()
 		}
 		if attempt >= 20 {
 			if err == nil {
 				err = kafkaerr.ForCode(code)
 			}
-			return nil, err
+			return nil, nil, err
 		}
 		m.sleep(ctx, m.cs.c.cfg.retryBackoff.Delay(attempt, rand.Float64()))
 	}
 }
 
 // addCommitOffsets adds offsets[tp] for each of tps to an OffsetCommit
-// request, grouped by topic in the order given.
-func addCommitOffsets(req *kmsg.OffsetCommitRequest, tps []TopicPartition, offsets map[TopicPartition]int64, metadata *string) {
+// request, grouped by topic in the order given, with metas[tp] as metadata
+// where present, else def.
+func addCommitOffsets(req *kmsg.OffsetCommitRequest, tps []TopicPartition, offsets map[TopicPartition]int64, metas map[TopicPartition]string, def string) {
 	idx := map[string]int{}
 	for _, tp := range tps {
 		i, ok := idx[tp.Topic]
@@ -247,7 +262,11 @@ func addCommitOffsets(req *kmsg.OffsetCommitRequest, tps []TopicPartition, offse
 		p.Partition = tp.Partition
 		p.Offset = offsets[tp]
 		p.LeaderEpoch = -1
-		p.Metadata = metadata
+		meta, ok := metas[tp]
+		if !ok {
+			meta = def
+		}
+		p.Metadata = kmsg.StringPtr(meta)
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, p)
 	}
 }

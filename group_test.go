@@ -197,7 +197,11 @@ func runChurn(t *testing.T, b GroupBalancer, proto GroupProtocol) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	for _, m := range members {
-		m.cs.Close(context.Background())
+		cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if _, err := m.cs.Close(cctx); err != nil {
+			t.Errorf("final close: %v", err)
+		}
+		ccancel()
 	}
 	h.check(perPartition)
 }
@@ -304,7 +308,7 @@ func TestGroupCommitOrdering(t *testing.T) {
 	for i := 1; i <= 200; i++ {
 		wg.Add(1)
 		o := int64(i)
-		cs.member.commits.enqueue(map[TopicPartition]int64{tp: o}, nil)
+		cs.member.commits.enqueue(map[TopicPartition]int64{tp: o}, nil, nil)
 		wg.Done()
 	}
 	wg.Wait()
@@ -313,7 +317,7 @@ func TestGroupCommitOrdering(t *testing.T) {
 	if err := cs.CommitOffsets(ctx, map[TopicPartition]int64{tp: 201}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := cs.member.commits.fetch(ctx, []TopicPartition{tp})
+	got, _, err := cs.member.commits.fetch(ctx, []TopicPartition{tp})
 	if err != nil {
 		t.Fatal(err)
 	}

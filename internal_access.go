@@ -12,4 +12,8 @@ func init() {
 		c := client.(*Client)
 		return c.cl, c.log
 	}
+	clientinternal.ConsumerSink = func(s any) any {
+		rs := s.(recordSink)
+		return ConsumerOption(func(c *consumerConfig) { c.sink = rs })
+	}
 }
