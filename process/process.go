@@ -1,0 +1,554 @@
+// Package process runs a handler on records concurrently, beyond the
+// partition count, while commits only ever cover records that finished.
+//
+// A service bound by slow I/O per record needs concurrency far above its
+// partition count (throughput = concurrency / latency), but committing the
+// highest finished offset would skip unfinished records after a crash. A
+// Processor takes records off a riffle consumer, runs them on up to
+// Concurrency goroutines in one of three orderings (ByKey, ByPartition,
+// Unordered), and per partition commits the first unfinished offset. The
+// records finished above it are listed in the commit metadata, in a compact
+// versioned encoding that stays within the broker's limit, so after a
+// restart or rebalance only records that really did not finish run again.
+//
+// Backpressure is per partition: each holds at most Window unfinished
+// records, and all together at most MaxBytes; a partition that is full
+// stops fetching while the others keep flowing.
+//
+// Failing records are retried per the RetryPolicy, then either stop their
+// partition (the commit stays below them) or go to a DeadLetterFunc (see
+// DeadLetterTopic); the record is committed only once that returned nil.
+// A panicking handler fails its record.
+//
+// On revoke, a partition stops starting records, waits (up to the group's
+// RevokeTimeout) for the running ones, and commits with metadata before it
+// is released; on loss, handler contexts are cancelled and nothing is
+// committed. Close drains by its deadline, commits, and leaves the group.
+package process
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/riffle-go/riffle"
+	"github.com/riffle-go/riffle/internal/clientinternal"
+	"github.com/riffle-go/riffle/internal/sink"
+	"github.com/riffle-go/riffle/internal/track"
+)
+
+// Processor runs a Handler on the records of a consumer. See the package
+// documentation.
+type Processor struct {
+	cfg     config
+	handler Handler
+	cs      *riffle.Consumer
+
+	ctx    context.Context // handler contexts derive from it
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // running records
+
+	mu        sync.Mutex
+	parts     map[sink.Part]*part
+	runq      []*part // partitions that may have a record to start
+	running   int
+	bytes     int64          // held across partitions
+	refused   map[*part]bool // partitions that refused records: wake on room
+	closed    bool
+	closeOnce sync.Once
+}
+
+// part is one partition's assignment (one engine generation). A record
+// carries the part it was started under; a part that was stopped or
+// replaced ignores what its records report, by construction.
+type part struct {
+	tp      riffle.TopicPartition
+	gen     uint64
+	q       *queue
+	ctx     context.Context // handlers; cancelled on loss or Close deadline
+	cancel  context.CancelFunc
+	stopped chan struct{} // closed when the partition leaves: no retries
+	gone    bool          // stopped or replaced
+	queued  bool          // in runq
+	failed  error         // stopped at a record that failed for good
+	wake    func()
+	idle    chan struct{} // closed when gone and nothing runs
+
+	retries, deadLettered, processed int64
+}
+
+// New returns a processor running h on the records of a new consumer on
+// cl. Give it a group with ConsumerOptions(riffle.ConsumerGroup(...),
+// riffle.SubscribeTopics(...)), or no group and Assign partitions directly.
+func New(cl *riffle.Client, h Handler, opts ...Option) (*Processor, error) {
+	if h == nil {
+		return nil, fmt.Errorf("%w: process: nil handler", riffle.ErrInvalidConfig)
+	}
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &Processor{cfg: cfg, handler: h, ctx: ctx, cancel: cancel,
+		parts: map[sink.Part]*part{}, refused: map[*part]bool{}}
+	copts := append([]riffle.ConsumerOption{}, cfg.consumer...)
+	copts = append(copts, clientinternal.ConsumerSink(sink.Sink[*riffle.Record](p)).(riffle.ConsumerOption))
+	cs, err := riffle.NewConsumer(cl, copts...)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	p.cs = cs
+	return p, nil
+}
+
+// Consumer returns the underlying consumer (for Pause, Resume and its
+// Stats). Its handler options do not apply.
+func (p *Processor) Consumer() *riffle.Consumer { return p.cs }
+
+// Assign adds partitions to a processor without a group.
+func (p *Processor) Assign(as ...riffle.Assignment) error { return p.cs.Assign(as...) }
+
+// Commit synchronously commits, for every partition the group assigned,
+// the first unfinished offset with the finished records above it in the
+// metadata. The consumer also does this every AutoCommitInterval, on
+// revoke and on Close.
+func (p *Processor) Commit(ctx context.Context) error { return p.cs.Commit(ctx) }
+
+// Close stops taking records, waits for running records until ctx ends
+// (then cancels their contexts and still waits for their handlers to
+// return), commits what finished, and leaves the group. The error names
+// partitions whose records were still running at the deadline.
+func (p *Processor) Close(ctx context.Context) error {
+	var err error
+	p.closeOnce.Do(func() {
+		_, err = p.cs.Close(ctx)
+		p.mu.Lock()
+		p.closed = true
+		p.mu.Unlock()
+		p.cancel()
+		p.wg.Wait()
+	})
+	return err
+}
+
+func (p *Processor) report(err error) {
+	if p.cfg.onError != nil {
+		p.cfg.onError(err)
+	}
+}
+
+// Offer implements sink.Sink: the consumer hands records over.
+func (p *Processor) Offer(sp sink.Part, b sink.Batch[*riffle.Record]) int {
+	var reports []error
+	p.mu.Lock()
+	pt := p.parts[sp]
+	if pt == nil || pt.gen != b.Gen {
+		if pt != nil {
+			p.retireLocked(pt, false)
+		}
+		var err error
+		pt, err = p.newPart(sp, b)
+		if err != nil {
+			reports = append(reports, err)
+		}
+		p.parts[sp] = pt
+	}
+	n := 0
+	if pt.failed == nil {
+		for _, r := range b.Recs {
+			size := recordSize(r)
+			if pt.q.pending() >= p.cfg.window ||
+				(p.bytes > 0 && p.bytes+size > p.cfg.maxBytes) {
+				break
+			}
+			p.bytes += size
+			pt.q.accept(&item{rec: r, size: size})
+			n++
+		}
+		if n == len(b.Recs) && b.Next >= 0 {
+			pt.q.advanceTo = b.Next
+		}
+	}
+	if n < len(b.Recs) {
+		pt.wake = b.Wake
+		p.refused[pt] = true
+	}
+	p.pumpLocked(pt)
+	p.dispatchLocked()
+	wakes := p.wakesLocked()
+	p.mu.Unlock()
+	for _, err := range reports {
+		p.report(err)
+	}
+	for _, w := range wakes {
+		w()
+	}
+	return n
+}
+
+// newPart starts a partition generation, seeding its tracker from the
+// commit metadata per the policy.
+func (p *Processor) newPart(sp sink.Part, b sink.Batch[*riffle.Record]) (*part, error) {
+	tp := riffle.TopicPartition(sp)
+	ctx, cancel := context.WithCancel(p.ctx)
+	pt := &part{tp: tp, gen: b.Gen, ctx: ctx, cancel: cancel, stopped: make(chan struct{})}
+	start := max(b.Start, 0)
+	var finished []int64
+	var bad error
+	if b.Meta != "" {
+		f, err := track.Decode(start, b.Meta)
+		if err != nil {
+			bad = fmt.Errorf("%w: %s at offset %d: %w", ErrBadMetadata, tp, start, err)
+		} else {
+			finished = f
+		}
+	}
+	q, err := newQueue(p.cfg.mode, p.cfg.metaLimit, p.cfg.partLimit, start, finished)
+	if err != nil { // Decode's output always seeds; keep the guard anyway
+		bad = fmt.Errorf("%w: %s: %w", ErrBadMetadata, tp, err)
+		q, _ = newQueue(p.cfg.mode, p.cfg.metaLimit, p.cfg.partLimit, start, nil)
+	}
+	pt.q = q
+	if bad != nil && p.cfg.metaPolicy == FailBadMetadata {
+		pt.failed = bad
+	}
+	return pt, bad
+}
+
+// pumpLocked moves the partition's incoming records into its tracker and
+// queues it for dispatch.
+func (p *Processor) pumpLocked(pt *part) {
+	pt.q.pump(time.Now(), func(it *item) { p.bytes -= it.size })
+	if !pt.queued && pt.failed == nil && pt.q.startable() {
+		pt.queued = true
+		p.runq = append(p.runq, pt)
+	}
+}
+
+// dispatchLocked starts records while the global limit allows, one per
+// partition in turn.
+func (p *Processor) dispatchLocked() {
+	for p.running < p.cfg.concurrency && len(p.runq) > 0 && !p.closed {
+		pt := p.runq[0]
+		p.runq[0] = nil
+		p.runq = p.runq[1:]
+		pt.queued = false
+		if pt.gone || pt.failed != nil {
+			continue
+		}
+		it := pt.q.next()
+		if it == nil {
+			continue
+		}
+		p.running++
+		p.wg.Add(1)
+		go p.work(pt, it)
+		if pt.q.startable() {
+			pt.queued = true
+			p.runq = append(p.runq, pt)
+		}
+	}
+	if len(p.runq) == 0 {
+		p.runq = nil // let the backing array go
+	}
+}
+
+// wakesLocked returns the wake functions of partitions that refused
+// records and have room now.
+func (p *Processor) wakesLocked() []func() {
+	var out []func()
+	for pt := range p.refused {
+		if pt.gone {
+			delete(p.refused, pt)
+			continue
+		}
+		if pt.failed != nil || pt.q.pending() >= p.cfg.window || (p.bytes > 0 && p.bytes >= p.cfg.maxBytes) {
+			continue
+		}
+		delete(p.refused, pt)
+		if pt.wake != nil {
+			out = append(out, pt.wake)
+			pt.wake = nil
+		}
+	}
+	return out
+}
+
+// work runs one record to its end.
+func (p *Processor) work(pt *part, it *item) {
+	defer p.wg.Done()
+	start := time.Now()
+	attempts, err := p.attempt(pt, it)
+	finished := err == nil
+	if err != nil && !errors.Is(err, errStopped) && p.cfg.deadLetter != nil {
+		derr := safeCall(func() error { return p.cfg.deadLetter(pt.ctx, it.rec, err, attempts) })
+		if h := p.cfg.hooks.OnDeadLetter; h != nil {
+			h(pt.tp, it.rec.Offset, derr)
+		}
+		if derr == nil {
+			finished = true
+			p.mu.Lock()
+			pt.deadLettered++
+			p.mu.Unlock()
+		} else {
+			err = fmt.Errorf("dead letter: %w (record failed with: %w)", derr, err)
+		}
+	}
+	if h := p.cfg.hooks.OnFinish; h != nil && !errors.Is(err, errStopped) {
+		var herr error
+		if !finished {
+			herr = err
+		}
+		h(pt.tp, it.rec.Offset, attempts, time.Since(start), herr)
+	}
+	var reports []error
+	p.mu.Lock()
+	p.running--
+	p.bytes -= it.size
+	if !pt.gone {
+		pt.q.done(it, finished)
+		if finished {
+			pt.processed++
+		} else if !errors.Is(err, errStopped) && pt.failed == nil {
+			re := &RecordError{Topic: pt.tp.Topic, Partition: pt.tp.Partition, Offset: it.rec.Offset, Attempts: attempts, Err: err}
+			pt.failed = re
+			reports = append(reports, re)
+		}
+		p.pumpLocked(pt)
+	} else {
+		pt.q.running--
+		if pt.q.running == 0 && pt.idle != nil {
+			close(pt.idle)
+			pt.idle = nil
+		}
+	}
+	p.dispatchLocked()
+	wakes := p.wakesLocked()
+	p.mu.Unlock()
+	for _, e := range reports {
+		p.report(e)
+	}
+	for _, w := range wakes {
+		w()
+	}
+}
+
+var errStopped = errors.New("partition stopped")
+
+// attempt calls the handler per the retry policy and returns the number of
+// calls and the last error.
+func (p *Processor) attempt(pt *part, it *item) (int, error) {
+	rp := p.cfg.retry
+	var err error
+	for n := 1; ; n++ {
+		err = safeCall(func() error { return p.handler(pt.ctx, it.rec) })
+		if err == nil {
+			return n, nil
+		}
+		if n >= rp.Attempts || (rp.RetryIf != nil && !rp.RetryIf(err)) {
+			return n, err
+		}
+		if h := p.cfg.hooks.OnRetry; h != nil {
+			h(pt.tp, it.rec.Offset, n, err)
+		}
+		p.mu.Lock()
+		pt.retries++
+		p.mu.Unlock()
+		t := time.NewTimer(backoff(rp, n))
+		select {
+		case <-t.C:
+		case <-pt.stopped:
+			t.Stop()
+			return n, errStopped
+		case <-pt.ctx.Done():
+			t.Stop()
+			return n, errStopped
+		}
+	}
+}
+
+// backoff is the delay after attempt n: Backoff·2^(n−1) capped at
+// MaxBackoff, with jitter in [d/2, d].
+func backoff(rp RetryPolicy, n int) time.Duration {
+	d := rp.Backoff
+	for i := 1; i < n && d < rp.MaxBackoff; i++ {
+		d *= 2
+	}
+	d = min(d, rp.MaxBackoff)
+	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
+}
+
+func safeCall(fn func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %v", ErrHandlerPanic, r)
+		}
+	}()
+	return fn()
+}
+
+func recordSize(r *riffle.Record) int64 {
+	n := int64(len(r.Key) + len(r.Value) + 64)
+	for _, h := range r.Headers {
+		n += int64(len(h.Key) + len(h.Value))
+	}
+	return n
+}
+
+// retireLocked takes a partition out: records not started are dropped
+// (they stay unfinished, so no commit passes them), retries stop, and
+// when lost the handlers' contexts are cancelled.
+func (p *Processor) retireLocked(pt *part, lost bool) {
+	if pt.gone {
+		return
+	}
+	pt.gone = true
+	pt.q.dropWaiting(func(it *item) { p.bytes -= it.size })
+	close(pt.stopped)
+	if lost {
+		pt.cancel()
+	}
+	pt.idle = make(chan struct{})
+	if pt.q.running == 0 {
+		close(pt.idle)
+		pt.idle = nil
+	}
+	delete(p.refused, pt)
+}
+
+// Stop implements sink.Sink: partitions leave (revoke, loss, Close).
+func (p *Processor) Stop(ctx context.Context, sps []sink.Part, lost bool) (map[sink.Part]sink.Pos, error) {
+	type waiting struct {
+		pt   *part
+		idle chan struct{}
+	}
+	var ws []waiting
+	p.mu.Lock()
+	for _, sp := range sps {
+		pt := p.parts[sp]
+		if pt == nil {
+			continue
+		}
+		delete(p.parts, sp)
+		p.retireLocked(pt, lost)
+		ws = append(ws, waiting{pt, pt.idle})
+	}
+	p.mu.Unlock()
+	if lost {
+		return nil, nil
+	}
+	var errsOut []error
+	for _, w := range ws {
+		if w.idle == nil {
+			continue
+		}
+		select {
+		case <-w.idle:
+		default:
+			select {
+			case <-w.idle:
+			case <-ctx.Done():
+				p.mu.Lock()
+				n := w.pt.q.running
+				p.mu.Unlock()
+				errsOut = append(errsOut, fmt.Errorf("%s: %d record(s) still running: %w", w.pt.tp, n, ctx.Err()))
+				w.pt.cancel()
+			}
+		}
+	}
+	out := map[sink.Part]sink.Pos{}
+	p.mu.Lock()
+	for _, w := range ws {
+		// Safe even with records still running: the committable offset
+		// never passes an unfinished record.
+		out[sink.Part(w.pt.tp)] = sink.Pos{Offset: w.pt.q.tr.Committable(), Meta: w.pt.q.tr.Metadata()}
+	}
+	p.mu.Unlock()
+	return out, errors.Join(errsOut...)
+}
+
+// Positions implements sink.Sink: what a commit may cover now.
+func (p *Processor) Positions(sps []sink.Part) map[sink.Part]sink.Pos {
+	out := map[sink.Part]sink.Pos{}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, sp := range sps {
+		if pt := p.parts[sp]; pt != nil {
+			out[sp] = sink.Pos{Offset: pt.q.tr.Committable(), Meta: pt.q.tr.Metadata()}
+		}
+	}
+	return out
+}
+
+// PartitionStats describes one partition of a Processor.
+type PartitionStats struct {
+	riffle.TopicPartition
+	// Committable is the offset the next commit covers: the first record
+	// not finished.
+	Committable int64
+	// FinishedAbove counts records finished above Committable (processed
+	// but not covered by the offset; the commit metadata lists them).
+	FinishedAbove int
+	// Running counts records whose handler (or retry wait) is running.
+	Running int
+	// Waiting counts records taken from the consumer but not started.
+	Waiting int
+	// OldestAge is how long the oldest unfinished record has been held.
+	OldestAge time.Duration
+	// MetadataBytes is the size of the commit metadata now.
+	MetadataBytes int
+	// Processed, Retries, DeadLettered and Skipped (finished before a
+	// restart, per the commit metadata) count records since assignment.
+	Processed, Retries, DeadLettered, Skipped int64
+	// Err is set when the partition stopped at a record that failed for
+	// good (*RecordError) or at unreadable metadata.
+	Err error
+}
+
+// Stats describes a Processor.
+type Stats struct {
+	Running    int   // records running across partitions
+	HeldBytes  int64 // bytes of records held (waiting or running)
+	Partitions []PartitionStats
+}
+
+// Stats returns a snapshot.
+func (p *Processor) Stats() Stats {
+	now := time.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := Stats{Running: p.running, HeldBytes: p.bytes}
+	for _, pt := range p.parts {
+		q := pt.q
+		st.Partitions = append(st.Partitions, PartitionStats{
+			TopicPartition: pt.tp,
+			Committable:    q.tr.Committable(),
+			FinishedAbove:  q.tr.FinishedAbove(),
+			Running:        q.running,
+			Waiting:        q.pending() - q.running,
+			OldestAge:      q.oldestAge(now),
+			MetadataBytes:  q.tr.MetadataSize(),
+			Processed:      pt.processed,
+			Retries:        pt.retries,
+			DeadLettered:   pt.deadLettered,
+			Skipped:        q.skipped,
+			Err:            pt.failed,
+		})
+	}
+	sort.Slice(st.Partitions, func(i, j int) bool {
+		a, b := st.Partitions[i], st.Partitions[j]
+		if a.Topic != b.Topic {
+			return a.Topic < b.Topic
+		}
+		return a.Partition < b.Partition
+	})
+	return st
+}
