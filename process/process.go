@@ -313,8 +313,10 @@ func (p *Processor) work(pt *part, it *item) {
 	p.mu.Lock()
 	p.running--
 	p.bytes -= it.size
+	// A partition being stopped still learns what finished: Stop reads
+	// its commit position once the running records are done.
+	pt.q.done(it, finished)
 	if !pt.gone {
-		pt.q.done(it, finished)
 		if finished {
 			pt.processed++
 		} else if !errors.Is(err, errStopped) && pt.failed == nil {
@@ -324,7 +326,6 @@ func (p *Processor) work(pt *part, it *item) {
 		}
 		p.pumpLocked(pt)
 	} else {
-		pt.q.running--
 		if pt.q.running == 0 && pt.idle != nil {
 			close(pt.idle)
 			pt.idle = nil
