@@ -306,7 +306,11 @@ func (cs *Consumer) remove(ctx context.Context, lost bool, tps []TopicPartition)
 			p.cancelHandler()
 		}
 		p.mu.Lock()
-		done[p.tp] = p.processed
+		if p.processed >= 0 {
+			// -1: removed before its start offset was resolved. Never
+			// commit that: it would erase the group's committed offset.
+			done[p.tp] = p.processed
+		}
 		p.mu.Unlock()
 	}
 	var metas map[TopicPartition]string

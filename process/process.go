@@ -99,7 +99,7 @@ func New(cl *riffle.Client, h Handler, opts ...Option) (*Processor, error) {
 	p := &Processor{cfg: cfg, handler: h, ctx: ctx, cancel: cancel,
 		parts: map[sink.Part]*part{}, refused: map[*part]bool{}}
 	copts := append([]riffle.ConsumerOption{}, cfg.consumer...)
-	copts = append(copts, clientinternal.ConsumerSink(sink.Sink[*riffle.Record](p)).(riffle.ConsumerOption))
+	copts = append(copts, clientinternal.ConsumerSink(sink.Sink[*riffle.Record]((*procSink)(p))).(riffle.ConsumerOption))
 	cs, err := riffle.NewConsumer(cl, copts...)
 	if err != nil {
 		cancel()
@@ -145,8 +145,27 @@ func (p *Processor) report(err error) {
 	}
 }
 
+// procSink is the Processor as the consumer sees it (sink.Sink), kept off
+// the Processor's public method set.
+type procSink Processor
+
 // Offer implements sink.Sink: the consumer hands records over.
-func (p *Processor) Offer(sp sink.Part, b sink.Batch[*riffle.Record]) int {
+func (s *procSink) Offer(sp sink.Part, b sink.Batch[*riffle.Record]) int {
+	return (*Processor)(s).offer(sp, b)
+}
+
+// Stop implements sink.Sink.
+func (s *procSink) Stop(ctx context.Context, sps []sink.Part, lost bool) (map[sink.Part]sink.Pos, error) {
+	return (*Processor)(s).stop(ctx, sps, lost)
+}
+
+// Positions implements sink.Sink.
+func (s *procSink) Positions(sps []sink.Part) map[sink.Part]sink.Pos {
+	return (*Processor)(s).positions(sps)
+}
+
+// offer takes records from the consumer.
+func (p *Processor) offer(sp sink.Part, b sink.Batch[*riffle.Record]) int {
 	var reports []error
 	p.mu.Lock()
 	pt := p.parts[sp]
@@ -425,8 +444,8 @@ func (p *Processor) retireLocked(pt *part, lost bool) {
 	delete(p.refused, pt)
 }
 
-// Stop implements sink.Sink: partitions leave (revoke, loss, Close).
-func (p *Processor) Stop(ctx context.Context, sps []sink.Part, lost bool) (map[sink.Part]sink.Pos, error) {
+// stop ends partitions (revoke, loss, Close).
+func (p *Processor) stop(ctx context.Context, sps []sink.Part, lost bool) (map[sink.Part]sink.Pos, error) {
 	type waiting struct {
 		pt   *part
 		idle chan struct{}
@@ -476,8 +495,8 @@ func (p *Processor) Stop(ctx context.Context, sps []sink.Part, lost bool) (map[s
 	return out, errors.Join(errsOut...)
 }
 
-// Positions implements sink.Sink: what a commit may cover now.
-func (p *Processor) Positions(sps []sink.Part) map[sink.Part]sink.Pos {
+// positions returns what a commit may cover now.
+func (p *Processor) positions(sps []sink.Part) map[sink.Part]sink.Pos {
 	out := map[sink.Part]sink.Pos{}
 	p.mu.Lock()
 	defer p.mu.Unlock()

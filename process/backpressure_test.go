@@ -1,0 +1,223 @@
+package process_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/riffle-go/riffle"
+	"github.com/riffle-go/riffle/process"
+	"github.com/riffle-go/riffle/rifftest"
+)
+
+func pstats(p *process.Processor, part int32) (process.PartitionStats, bool) {
+	for _, ps := range p.Stats().Partitions {
+		if ps.Partition == part {
+			return ps, true
+		}
+	}
+	return process.PartitionStats{}, false
+}
+
+func cstats(p *process.Processor, part int32) riffle.PartitionStats {
+	for _, ps := range p.Consumer().Stats().Partitions {
+		if ps.Partition == part {
+			return ps
+		}
+	}
+	return riffle.PartitionStats{}
+}
+
+// Backpressure: a partition whose records are stuck holds at most Window
+// of them and stops fetching, while another partition keeps flowing; once
+// released, it catches up.
+func TestWindowBackpressure(t *testing.T) {
+	const window, n = 50, 5000
+	c, cl := setup(t, rifftest.Topic("b", 2))
+	produce(t, cl, "b", 2, n, nil)
+	release := make(chan struct{})
+	var done [2]atomic.Int64
+	pr, err := process.New(client(t, c), func(ctx context.Context, r *riffle.Record) error {
+		if r.Partition == 0 {
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		done[r.Partition].Add(1)
+		return nil
+	}, process.Ordering(process.Unordered), process.Concurrency(8), process.PartitionConcurrency(4), process.Window(window),
+		process.ConsumerOptions(riffle.FetchPartitionMaxBytes(1<<10), riffle.PartitionBufferBytes(2<<10),
+			riffle.FetchMaxWait(50*time.Millisecond)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close(context.Background())
+	if err := pr.Assign(riffle.Assignment{TopicPartition: riffle.TopicPartition{Topic: "b", Partition: 0}, Start: riffle.AtEarliest()},
+		riffle.Assignment{TopicPartition: riffle.TopicPartition{Topic: "b", Partition: 1}, Start: riffle.AtEarliest()}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, "partition 1 to finish while 0 is stuck", func() bool { return done[1].Load() == n })
+	ps, _ := pstats(pr, 0)
+	if ps.Running != 4 || ps.Running+ps.Waiting != window {
+		t.Fatalf("stuck partition holds %d running + %d waiting; want 4 running (partition limit) and %d in all", ps.Running, ps.Waiting, window)
+	}
+	// Fetching paused: the consumer took exactly the window and buffers
+	// no more than its small partition buffer plus one fetch.
+	before := cstats(pr, 0)
+	time.Sleep(300 * time.Millisecond)
+	after := cstats(pr, 0)
+	if after.Position != window || after.BufferedBytes > 3<<10+512 || after.BufferedRecords != before.BufferedRecords {
+		t.Fatalf("stuck partition: consumer position %d, buffered %d records (%d before) %d bytes; fetching should have paused",
+			after.Position, after.BufferedRecords, before.BufferedRecords, after.BufferedBytes)
+	}
+	close(release)
+	waitFor(t, 60*time.Second, "partition 0 to catch up", func() bool { return done[0].Load() == n })
+}
+
+// The byte budget bounds what all partitions hold together.
+func TestByteBudget(t *testing.T) {
+	c, cl := setup(t, rifftest.Topic("bb", 3))
+	produce(t, cl, "bb", 3, 2000, nil)
+	release := make(chan struct{})
+	var started atomic.Int64
+	const budget = 100 * 70
+	pr, err := process.New(client(t, c), func(ctx context.Context, r *riffle.Record) error {
+		started.Add(1)
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}, process.Ordering(process.Unordered), process.Concurrency(1000), process.MaxBytes(budget))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close(context.Background())
+	var as []riffle.Assignment
+	for p := int32(0); p < 3; p++ {
+		as = append(as, riffle.Assignment{TopicPartition: riffle.TopicPartition{Topic: "bb", Partition: p}, Start: riffle.AtEarliest()})
+	}
+	if err := pr.Assign(as...); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "records to start", func() bool { return started.Load() > 0 })
+	time.Sleep(300 * time.Millisecond)
+	st := pr.Stats()
+	if st.HeldBytes > budget || st.HeldBytes < budget/2 {
+		t.Fatalf("held %d bytes with a budget of %d", st.HeldBytes, budget)
+	}
+	if started.Load() >= 1000 {
+		t.Fatalf("%d records started; the budget should bound them", started.Load())
+	}
+	close(release)
+	waitFor(t, 60*time.Second, "everything", func() bool {
+		st := pr.Stats()
+		n := 0
+		for _, ps := range st.Partitions {
+			if ps.Committable == 2000 {
+				n++
+			}
+		}
+		return n == 3
+	})
+}
+
+// Unreadable commit metadata: with IgnoreBadMetadata everything from the
+// committed offset runs and the metadata is reported; with
+// FailBadMetadata nothing runs and the partition reports the error.
+func TestBadMetadataPolicy(t *testing.T) {
+	c, cl := setup(t, rifftest.Topic("bm", 1))
+	produce(t, cl, "bm", 1, 100, nil)
+	// commit leaves the group's commit at some offset ≤ 10 with metadata
+	// meta (the committing consumer's own final commit, if any, carries
+	// the same metadata) and returns that offset.
+	commit := func(group, meta string) int64 {
+		cs, err := riffle.NewConsumer(client(t, c), riffle.ConsumerGroup(group), riffle.SubscribeTopics("bm"),
+			riffle.OffsetReset(riffle.ResetEarliest), riffle.CommitMetadata(meta), riffle.DisableAutoCommit(),
+			// Stop at the first record: the consumer's position stays ≤ 10.
+			riffle.HandleRecord(func(context.Context, *riffle.Record) error { return errors.New("stop here") }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		// Retry until the member has joined (before, the coordinator does
+		// not know it).
+		waitFor(t, 10*time.Second, "a commit", func() bool {
+			return cs.CommitOffsets(ctx, map[riffle.TopicPartition]int64{{Topic: "bm", Partition: 0}: 10}) == nil
+		})
+		cs.Close(ctx)
+		offs, err := cl.Admin().FetchOffsets(ctx, group)
+		if err != nil {
+			t.Fatal(err)
+		}
+		om := offs[riffle.TopicPartition{Topic: "bm", Partition: 0}]
+		if om.Metadata != meta || om.Offset < 0 || om.Offset > 10 {
+			t.Fatalf("committed %+v (all: %+v)", om, offs)
+		}
+		return om.Offset
+	}
+	ignoreAt := commit("g-ignore", "not ours")
+	commit("g-fail", "1AAAAAAAAA") // our version, corrupt body
+
+	for _, tc := range []struct {
+		group  string
+		policy process.MetadataPolicy
+		runs   int64
+	}{{"g-ignore", process.IgnoreBadMetadata, 100 - ignoreAt}, {"g-fail", process.FailBadMetadata, 0}} {
+		t.Run(tc.group, func(t *testing.T) {
+			var mu sync.Mutex
+			var reported []error
+			var ran atomic.Int64
+			var low atomic.Int64
+			low.Store(1 << 62)
+			pr, err := process.New(client(t, c), func(ctx context.Context, r *riffle.Record) error {
+				ran.Add(1)
+				if r.Offset < low.Load() {
+					low.Store(r.Offset)
+				}
+				return nil
+			}, process.OnBadMetadata(tc.policy), process.OnError(func(err error) {
+				mu.Lock()
+				reported = append(reported, err)
+				mu.Unlock()
+			}), process.ConsumerOptions(groupOpts(tc.group, "bm")...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, 30*time.Second, "the metadata report", func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				return len(reported) > 0
+			})
+			if tc.runs > 0 {
+				waitFor(t, 30*time.Second, "the records", func() bool { return ran.Load() == tc.runs })
+				if low.Load() != ignoreAt {
+					t.Fatalf("first offset run %d, want the committed %d", low.Load(), ignoreAt)
+				}
+			} else {
+				time.Sleep(300 * time.Millisecond)
+				ps, _ := pstats(pr, 0)
+				if ran.Load() != 0 || !errors.Is(ps.Err, process.ErrBadMetadata) {
+					t.Fatalf("ran %d records; partition error %v", ran.Load(), ps.Err)
+				}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := pr.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(reported) != 1 || !errors.Is(reported[0], process.ErrBadMetadata) {
+				t.Fatalf("reported %v, want one ErrBadMetadata", reported)
+			}
+		})
+	}
+}
