@@ -21,15 +21,15 @@ type committer struct {
 	pending     map[TopicPartition]int64
 	pendingMeta map[TopicPartition]string // per-partition metadata, else the configured one
 	waiters     []chan error
-	committed map[TopicPartition]int64
-	wake      chan struct{}
+	committed   map[TopicPartition]int64
+	wake        chan struct{}
 }
 
 func newCommitter(m *member) *committer {
 	return &committer{
 		m: m, pending: map[TopicPartition]int64{}, pendingMeta: map[TopicPartition]string{},
 		committed: map[TopicPartition]int64{},
-		wake: make(chan struct{}, 1),
+		wake:      make(chan struct{}, 1),
 	}
 }
 
