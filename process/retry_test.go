@@ -100,7 +100,7 @@ func TestRetryAndDeadLetter(t *testing.T) {
 		return inner(ctx, r, cause, attempts)
 	}
 	opts := append(groupOpts("g-dlq", "src"), riffle.AutoCommitInterval(30*time.Millisecond))
-	var total atomic.Int64
+	var total, hookRetries, hookFinished, hookDead atomic.Int64
 	pr, err := process.New(client(t, c), func(ctx context.Context, r *riffle.Record) error {
 		err := h(ctx, r)
 		if err == nil {
@@ -110,7 +110,12 @@ func TestRetryAndDeadLetter(t *testing.T) {
 	}, process.Ordering(process.ByKey), process.Concurrency(32),
 		process.Retry(process.RetryPolicy{Attempts: 3, Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond,
 			RetryIf: func(err error) bool { return !errors.Is(err, errPermanent) }}),
-		process.DeadLetter(dlq), process.ConsumerOptions(opts...))
+		process.DeadLetter(dlq), process.ConsumerOptions(opts...),
+		process.WithHooks(process.Hooks{
+			OnRetry:      func(riffle.TopicPartition, int64, int, error) { hookRetries.Add(1) },
+			OnFinish:     func(_ riffle.TopicPartition, _ int64, _ int, _ time.Duration, err error) { hookFinished.Add(1) },
+			OnDeadLetter: func(_ riffle.TopicPartition, _ int64, err error) { hookDead.Add(1) },
+		}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,8 +151,11 @@ func TestRetryAndDeadLetter(t *testing.T) {
 	if err := pr.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if dead != want {
-		t.Errorf("stats: %d dead-lettered, want %d", dead, want)
+	if dead != want || hookDead.Load() != want {
+		t.Errorf("%d dead-lettered (hook: %d), want %d", dead, hookDead.Load(), want)
+	}
+	if hookRetries.Load() != retries || hookFinished.Load() != parts*perPart {
+		t.Errorf("hooks: %d retries (stats %d), %d finished (want %d)", hookRetries.Load(), retries, hookFinished.Load(), parts*perPart)
 	}
 	// Attempts: 3 for retriable failures, 1 for permanent ones, 2 for the
 	// panicking record (a panic is a failure, then a retry succeeds).
