@@ -281,15 +281,22 @@ func (p *Processor) dispatchLocked() {
 }
 
 // wakesLocked returns the wake functions of partitions that refused
-// records and have room now.
+// records and have room now. Room means below a low-water mark (a quarter
+// of the window or budget free), so that a full partition is offered
+// records in batches, not one per finished record.
 func (p *Processor) wakesLocked() []func() {
+	if len(p.refused) == 0 {
+		return nil
+	}
+	lowWindow := p.cfg.window - max(1, p.cfg.window/4)
+	lowBytes := p.cfg.maxBytes - max(1, p.cfg.maxBytes/4)
 	var out []func()
 	for pt := range p.refused {
 		if pt.gone {
 			delete(p.refused, pt)
 			continue
 		}
-		if pt.failed != nil || pt.q.pending() >= p.cfg.window || (p.bytes > 0 && p.bytes >= p.cfg.maxBytes) {
+		if pt.failed != nil || pt.q.pending() > lowWindow || (p.bytes > 0 && p.bytes > lowBytes) {
 			continue
 		}
 		delete(p.refused, pt)
