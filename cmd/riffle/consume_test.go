@@ -223,7 +223,7 @@ func TestJSONBytes(t *testing.T) {
 }
 
 // The demo runs every step against a cluster, including the produce,
-// slow-partition and group handover steps, and loses nothing.
+// slow-partition, parallel and group handover steps, and loses nothing.
 func TestDemoSteps(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t)
@@ -237,6 +237,7 @@ func TestDemoSteps(t *testing.T) {
 		"10000 records written, 0 failed",
 		"latency p50 ",
 		"partitions 1 and 2 finished",
+		"speed-up by key: ",
 		`member A leaves the group`,
 		"lost: 0",
 		"Demo complete: ",
@@ -254,6 +255,14 @@ func TestDemoSteps(t *testing.T) {
 	dups, _ := strconv.Atoi(m[3])
 	if distinct != demoGroupRecords || records != distinct+dups {
 		t.Errorf("group result: records %d, distinct %d, duplicates %d; want %d distinct", records, distinct, dups, demoGroupRecords)
+	}
+	// By key runs the parallel step's keys at once, by partition one
+	// record at a time.
+	m = regexp.MustCompile(`(?m)^ +partition +64 +1 .*\n +key +64 +(\d+) `).FindStringSubmatch(r.stdout)
+	if m == nil {
+		t.Errorf("no parallel result rows")
+	} else if peak, _ := strconv.Atoi(m[1]); peak < 2 || peak > demoParallelKeys {
+		t.Errorf("parallel step: %d records of different keys at once by key; want 2 to %d", peak, demoParallelKeys)
 	}
 	t.Logf("demo took %v", time.Since(start))
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/riffle-go/riffle"
+	"github.com/riffle-go/riffle/process"
 	"github.com/spf13/cobra"
 )
 
@@ -79,6 +80,12 @@ func demoSteps() []demoStep {
 		{
 			title: func(*demo) string { return "A slow partition does not hold up the others" },
 			run:   (*demo).slowPartition,
+		},
+		{
+			title: func(*demo) string {
+				return "A slow handler on one partition: one record at a time, or many keys at once"
+			},
+			run: (*demo).parallel,
 		},
 		{
 			title: func(*demo) string {
@@ -157,13 +164,14 @@ func (a *app) demoCmd() *cobra.Command {
 the cluster and describe it, create a topic, list the topics, and describe
 the new topic's partitions, offsets and configs; then produce 10,000
 records to it, show a consumer whose slow partition does not hold up the
-others, and hand partitions over between two members of consumer group
-"riffle-demo" without losing a record.
+others, process one partition with a slow handler one record at a time and
+then by key, many keys at once (riffle/process), and hand partitions over
+between two members of consumer group "riffle-demo" without losing a record.
 
 Without --brokers the demo runs against an embedded cluster that goes away
 when it ends. Against a real cluster the topic is left in place; remove it
 with "riffle topic delete". If the topic already exists it is reused. The
-last two steps use topics of their own, which they delete when done.`,
+last three steps use topics of their own, which they delete when done.`,
 		Example: `  riffle demo
   riffle demo --topic tour -p 3
   riffle --brokers localhost:9092 demo`,
@@ -236,6 +244,11 @@ const (
 	demoGroupRecords    = 3000
 	demoGroupRate       = 1500 // records/s: production lasts 2 s
 	demoHandoverAfter   = time.Second
+
+	demoParallelRecords     = 400 // on one partition
+	demoParallelKeys        = 32
+	demoParallelDelay       = 10 * time.Millisecond
+	demoParallelConcurrency = 64
 )
 
 func (d *demo) produce(ctx context.Context) error {
@@ -380,6 +393,135 @@ func (d *demo) slowPartition(ctx context.Context) error {
 	fmt.Fprintf(d.out, "\npartitions 1 and 2 finished in %s while partition 0 had done %d of %d records\n(it needs %v at %v a record); stopping the consumer\n",
 		roundDuration(took), p0, demoSlowPerPart, demoSlowPerPart*demoSlowDelay, demoSlowDelay)
 	return nil
+}
+
+// parallel processes one partition whose handler is slow (simulated I/O)
+// twice with riffle/process: by partition, one record at a time as a plain
+// consumer does, then by key, where records of different keys run at once
+// and each key's records still run one at a time, in order.
+func (d *demo) parallel(ctx context.Context) error {
+	topic, cleanup, err := d.scratchTopic(ctx, "parallel", 1)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	p, err := riffle.NewProducer(d.client, riffle.WithPartitioner(riffle.ManualPartitioner()))
+	if err != nil {
+		return err
+	}
+	recs := make([]*riffle.Record, demoParallelRecords)
+	for i := range recs {
+		recs[i] = &riffle.Record{Topic: topic, Partition: 0,
+			Key: fmt.Appendf(nil, "key-%02d", i%demoParallelKeys), Value: []byte(fmt.Sprint("record ", i))}
+	}
+	err = p.ProduceSync(ctx, recs...)
+	p.Close(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(d.out, "produced %d records over %d keys to its one partition; the handler takes %v per record (simulated I/O)\n\n",
+		demoParallelRecords, demoParallelKeys, demoParallelDelay)
+
+	fmt.Fprintf(d.out, "%-10s %-12s %-8s %-9s %s\n", "MODE", "CONCURRENCY", "AT ONCE", "TOOK", "RECORDS/S")
+	var took [2]time.Duration
+	for i, mode := range []process.Mode{process.ByPartition, process.ByKey} {
+		run, err := d.processOnce(ctx, topic, mode)
+		if err != nil {
+			return fmt.Errorf("%s mode: %w", mode, err)
+		}
+		took[i] = run.took
+		fmt.Fprintf(d.out, "%-10s %-12d %-8d %-9s %.0f\n", mode, demoParallelConcurrency, run.peak,
+			roundDuration(run.took).Round(time.Millisecond), float64(demoParallelRecords)/run.took.Seconds())
+	}
+	fmt.Fprintf(d.out, "\nspeed-up by key: %.1fx. By partition runs one record at a time whatever the concurrency;\n", took[0].Seconds()/took[1].Seconds())
+	fmt.Fprintf(d.out, "by key runs all %d keys at once, each key's records in offset order (checked: no overlap, no\nreordering, every record once). Timed from the first record's start to the last one's end.\n",
+		demoParallelKeys)
+	return nil
+}
+
+// processRun is one pass of the parallel step.
+type processRun struct {
+	took time.Duration // from the first record's start to the last one's end
+	peak int           // records running at once, at most
+}
+
+// processOnce handles every record of partition 0 of topic with a
+// processor in mode, checking the ordering the mode promises: one record
+// at a time in partition mode, one per key in key mode, in offset order.
+func (d *demo) processOnce(ctx context.Context, topic string, mode process.Mode) (processRun, error) {
+	var (
+		mu          sync.Mutex
+		first, last time.Time
+		running     int
+		run         processRun
+		finished    int
+		busy        = map[string]bool{}
+		next        = map[string]int64{} // the offset after the last one started, per ordering key
+		seen        = map[int64]bool{}
+		problem     error
+		allDone     = make(chan struct{})
+		orderingKey = func(r *riffle.Record) string { return string(r.Key) }
+	)
+	if mode == process.ByPartition {
+		orderingKey = func(*riffle.Record) string { return "" }
+	}
+	pr, err := process.New(d.client, func(hctx context.Context, r *riffle.Record) error {
+		k := orderingKey(r)
+		mu.Lock()
+		if first.IsZero() {
+			first = time.Now()
+		}
+		switch {
+		case seen[r.Offset]:
+			problem = errors.Join(problem, fmt.Errorf("record %d handled twice", r.Offset))
+		case busy[k] || r.Offset < next[k]:
+			problem = errors.Join(problem, fmt.Errorf("record %d started out of order", r.Offset))
+		}
+		seen[r.Offset], busy[k], next[k] = true, true, r.Offset+1
+		running++
+		run.peak = max(run.peak, running)
+		mu.Unlock()
+		slept := sleepCtx(hctx, demoParallelDelay)
+		mu.Lock()
+		defer mu.Unlock()
+		running--
+		delete(busy, k)
+		if !slept {
+			return hctx.Err()
+		}
+		finished++
+		if finished == demoParallelRecords {
+			last = time.Now()
+			close(allDone)
+		}
+		return nil
+	}, process.Ordering(mode), process.Concurrency(demoParallelConcurrency))
+	if err != nil {
+		return run, err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.timeout)
+		defer cancel()
+		pr.Close(cctx)
+	}()
+	if err := pr.Assign(riffle.Assignment{TopicPartition: riffle.TopicPartition{Topic: topic, Partition: 0}, Start: riffle.AtEarliest()}); err != nil {
+		return run, err
+	}
+	limit := time.NewTimer(demoParallelRecords*demoParallelDelay + 10*time.Second)
+	defer limit.Stop()
+	select {
+	case <-ctx.Done():
+		return run, ctx.Err()
+	case <-limit.C:
+		mu.Lock()
+		defer mu.Unlock()
+		return run, fmt.Errorf("%d of %d records handled in time", finished, demoParallelRecords)
+	case <-allDone:
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	run.took = last.Sub(first)
+	return run, problem
 }
 
 // handover is the shared state of the group step.
