@@ -416,7 +416,9 @@ func (cs *Consumer) Stats() ConsumerStats {
 // Close stops the consumer: dispatch stops, handler calls in progress are
 // waited for until ctx ends (then their contexts are cancelled), and every
 // goroutine is stopped before Close returns. It returns the positions
-// reached.
+// reached. A group member drains until three quarters of ctx's remaining
+// time (at most 5 s before its deadline), keeping the rest for the final
+// commit, then leaves the group.
 func (cs *Consumer) Close(ctx context.Context) (map[TopicPartition]int64, error) {
 	cs.mu.Lock()
 	if cs.closed {
@@ -438,7 +440,16 @@ func (cs *Consumer) Close(ctx context.Context) (map[TopicPartition]int64, error)
 		cs.member.closingReady = make(chan struct{})
 		cs.member.mu.Unlock()
 	}
-	pos, metas, err := cs.remove(ctx, false, tps)
+	// Drain by a deadline a little before ctx's, so that the final commit
+	// still has time when handlers run to the end of it.
+	dctx := ctx
+	if dl, ok := ctx.Deadline(); ok && cs.member != nil {
+		reserve := min(time.Until(dl)/4, 5*time.Second)
+		var cancel context.CancelFunc
+		dctx, cancel = context.WithDeadline(ctx, dl.Add(-reserve))
+		defer cancel()
+	}
+	pos, metas, err := cs.remove(dctx, false, tps)
 	if cs.member != nil {
 		if cerr := cs.member.commitFinal(ctx, pos, metas); cerr != nil {
 			err = errors.Join(err, fmt.Errorf("final commit: %w", cerr))

@@ -526,7 +526,7 @@ func (m *member) revoke(ctx context.Context, tps []TopicPartition) {
 	if err != nil {
 		// remove left the partitions whose handler outlived the timeout
 		// out of pos: they are lost, not committed.
-		m.groupError(fmt.Errorf("revoke timeout %v: %w (those partitions are treated as lost, not committed)", m.cfg.revokeTimeout, err))
+		m.groupError(fmt.Errorf("revoke timeout %v: %w (a handler's partition is treated as lost, not committed; a processor's commits stop below its running records)", m.cfg.revokeTimeout, err))
 	}
 	if len(pos) > 0 {
 		cctx, ccancel := context.WithTimeout(ctx, m.cfg.revokeTimeout)

@@ -218,6 +218,107 @@ func TestBadMetadataPolicy(t *testing.T) {
 			if len(reported) != 1 || !errors.Is(reported[0], process.ErrBadMetadata) {
 				t.Fatalf("reported %v, want one ErrBadMetadata", reported)
 			}
+			if tc.policy == process.FailBadMetadata {
+				// Nothing was committed over the metadata it refused.
+				offs, err := cl.Admin().FetchOffsets(ctx, tc.group)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if om := offs[riffle.TopicPartition{Topic: "bm", Partition: 0}]; om.Metadata != "1AAAAAAAAA" {
+					t.Fatalf("after the failed partition closed, the commit is %+v", om)
+				}
+			}
 		})
+	}
+}
+
+// A partition that stops at a failed record gives its share of the byte
+// budget back, and so does an unassigned one: the other partitions are
+// offered records again (no lost wakeup).
+func TestBudgetReleasedByFailureAndUnassign(t *testing.T) {
+	for _, how := range []string{"failure", "unassign"} {
+		t.Run(how, func(t *testing.T) {
+			c, cl := setup(t, rifftest.Topic("rel", 2))
+			produce(t, cl, "rel", 2, 500, nil)
+			var p1 atomic.Int64
+			hold := make(chan struct{})
+			pr, err := process.New(client(t, c), func(ctx context.Context, r *riffle.Record) error {
+				if r.Partition == 0 {
+					if how == "failure" {
+						return errors.New("fails for good")
+					}
+					select { // holds partition 0's share until unassigned
+					case <-hold:
+					case <-ctx.Done():
+					}
+					return ctx.Err()
+				}
+				p1.Add(1)
+				return nil
+			}, process.Ordering(process.ByPartition), process.MaxBytes(6400), process.OnError(func(error) {}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer pr.Close(context.Background())
+			tp0 := riffle.TopicPartition{Topic: "rel", Partition: 0}
+			// Partition 0 first, so it takes the whole budget.
+			if err := pr.Assign(riffle.Assignment{TopicPartition: tp0, Start: riffle.AtEarliest()}); err != nil {
+				t.Fatal(err)
+			}
+			if how == "failure" {
+				// Without the release, its queued records would keep
+				// the budget full.
+				waitFor(t, 30*time.Second, "partition 0 to fail", func() bool {
+					ps, ok := pstats(pr, 0)
+					return ok && ps.Err != nil
+				})
+			} else {
+				waitFor(t, 30*time.Second, "partition 0 to fill the budget", func() bool { return pr.Stats().HeldBytes > 6400/2 })
+			}
+			if err := pr.Assign(riffle.Assignment{TopicPartition: riffle.TopicPartition{Topic: "rel", Partition: 1}, Start: riffle.AtEarliest()}); err != nil {
+				t.Fatal(err)
+			}
+			if how == "unassign" {
+				time.Sleep(100 * time.Millisecond)
+				close(hold)
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				if _, err := pr.Consumer().Unassign(ctx, tp0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			waitFor(t, 30*time.Second, "partition 1", func() bool { return p1.Load() == 500 })
+		})
+	}
+}
+
+// Records cancelled by Close's deadline are not failures: they are neither
+// dead-lettered nor reported, and stay uncommitted.
+func TestCancelledIsNotFailure(t *testing.T) {
+	c, cl := setup(t, rifftest.Topic("cx", 1))
+	produce(t, cl, "cx", 1, 10, nil)
+	var started, dead, reported atomic.Int64
+	pr, err := process.New(client(t, c), func(ctx context.Context, r *riffle.Record) error {
+		started.Add(1)
+		<-ctx.Done()
+		return ctx.Err()
+	}, process.Ordering(process.Unordered),
+		process.DeadLetter(func(context.Context, *riffle.Record, error, int) error { dead.Add(1); return nil }),
+		process.OnError(func(error) { reported.Add(1) }),
+		process.ConsumerOptions(groupOpts("g-cx", "cx")...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "records to start", func() bool { return started.Load() == 10 })
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	if err := pr.Close(ctx); err == nil {
+		t.Fatal("close reported nothing undone")
+	}
+	if dead.Load() != 0 || reported.Load() != 0 || started.Load() != 10 {
+		t.Fatalf("dead-lettered %d, reported %d, attempts %d; cancellation is not a failure", dead.Load(), reported.Load(), started.Load())
+	}
+	if covered(t, cl, "g-cx", riffle.TopicPartition{Topic: "cx", Partition: 0}, 0) {
+		t.Fatal("a cancelled record was committed")
 	}
 }

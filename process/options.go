@@ -49,7 +49,8 @@ const (
 	// again, none is skipped.
 	IgnoreBadMetadata MetadataPolicy = iota
 	// FailBadMetadata reports it and stops the partition before
-	// processing anything, until it is reassigned.
+	// processing anything, until it is reassigned; nothing is committed
+	// for it, so the metadata stays as it was.
 	FailBadMetadata
 )
 
@@ -58,8 +59,6 @@ var (
 	// ErrBadMetadata: an assigned partition's commit metadata is not in
 	// the processor's format or is corrupt.
 	ErrBadMetadata = errors.New("riffle/process: unreadable commit metadata")
-	// ErrClosed: the processor is closed.
-	ErrClosed = errors.New("riffle/process: processor closed")
 	// ErrHandlerPanic wraps a handler panic: the record failed.
 	ErrHandlerPanic = errors.New("riffle/process: handler panicked")
 )
@@ -80,8 +79,8 @@ type RetryPolicy struct {
 	// retry). Zero means 1.
 	Attempts int
 	// Backoff is the delay before the second attempt; it doubles per
-	// attempt up to MaxBackoff, with full jitter in [d/2, d]. Zero means
-	// 100 ms.
+	// attempt up to MaxBackoff, and each delay d is drawn uniformly from
+	// [d/2, d] (equal jitter). Zero means 100 ms.
 	Backoff time.Duration
 	// MaxBackoff caps the delay. Zero means 10 s.
 	MaxBackoff time.Duration

@@ -52,12 +52,16 @@ type Processor struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // running records
 
-	mu        sync.Mutex
-	parts     map[sink.Part]*part
-	runq      []*part // partitions that may have a record to start
-	running   int
-	bytes     int64          // held across partitions
-	refused   map[*part]bool // partitions that refused records: wake on room
+	mu      sync.Mutex
+	parts   map[sink.Part]*part
+	runq    []*part // partitions that may have a record to start
+	running int
+	bytes   int64          // held across partitions
+	refused map[*part]bool // partitions that refused records: wake on room
+	// draining: partitions revoked or replaced whose records still run; a
+	// newer assignment of the same partition starts nothing until they
+	// end, so a key never runs in two generations at once.
+	draining  map[sink.Part]*part
 	closed    bool
 	closeOnce sync.Once
 }
@@ -75,8 +79,12 @@ type part struct {
 	gone    bool          // stopped or replaced
 	queued  bool          // in runq
 	failed  error         // stopped at a record that failed for good
+	badMeta bool          // stopped by unreadable metadata: never commit
 	wake    func()
-	idle    chan struct{} // closed when gone and nothing runs
+	// needBytes: the partition refused a record of this size for the byte
+	// budget (0: it refused for its window).
+	needBytes int64
+	idle      chan struct{} // closed when gone and nothing runs
 
 	retries, deadLettered, processed int64
 }
@@ -97,7 +105,7 @@ func New(cl *riffle.Client, h Handler, opts ...Option) (*Processor, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Processor{cfg: cfg, handler: h, ctx: ctx, cancel: cancel,
-		parts: map[sink.Part]*part{}, refused: map[*part]bool{}}
+		parts: map[sink.Part]*part{}, refused: map[*part]bool{}, draining: map[sink.Part]*part{}}
 	copts := append([]riffle.ConsumerOption{}, cfg.consumer...)
 	copts = append(copts, clientinternal.ConsumerSink(sink.Sink[*riffle.Record]((*procSink)(p))).(riffle.ConsumerOption))
 	cs, err := riffle.NewConsumer(cl, copts...)
@@ -181,11 +189,15 @@ func (p *Processor) offer(sp sink.Part, b sink.Batch[*riffle.Record]) int {
 		p.parts[sp] = pt
 	}
 	n := 0
+	pt.needBytes = 0
 	if pt.failed == nil {
 		for _, r := range b.Recs {
 			size := recordSize(r)
-			if pt.q.pending() >= p.cfg.window ||
-				(p.bytes > 0 && p.bytes+size > p.cfg.maxBytes) {
+			if pt.q.pending() >= p.cfg.window {
+				break
+			}
+			if p.bytes > 0 && p.bytes+size > p.cfg.maxBytes {
+				pt.needBytes = size
 				break
 			}
 			p.bytes += size
@@ -196,7 +208,7 @@ func (p *Processor) offer(sp sink.Part, b sink.Batch[*riffle.Record]) int {
 			pt.q.advanceTo = b.Next
 		}
 	}
-	if n < len(b.Recs) {
+	if n < len(b.Recs) && pt.failed == nil {
 		pt.wake = b.Wake
 		p.refused[pt] = true
 	}
@@ -238,6 +250,7 @@ func (p *Processor) newPart(sp sink.Part, b sink.Batch[*riffle.Record]) (*part, 
 	pt.q = q
 	if bad != nil && p.cfg.metaPolicy == FailBadMetadata {
 		pt.failed = bad
+		pt.badMeta = true
 	}
 	return pt, bad
 }
@@ -260,8 +273,8 @@ func (p *Processor) dispatchLocked() {
 		p.runq[0] = nil
 		p.runq = p.runq[1:]
 		pt.queued = false
-		if pt.gone || pt.failed != nil {
-			continue
+		if pt.gone || pt.failed != nil || p.draining[sink.Part(pt.tp)] != nil {
+			continue // a draining predecessor requeues it when done
 		}
 		it := pt.q.next()
 		if it == nil {
@@ -296,8 +309,15 @@ func (p *Processor) wakesLocked() []func() {
 			delete(p.refused, pt)
 			continue
 		}
-		if pt.failed != nil || pt.q.pending() > lowWindow || (p.bytes > 0 && p.bytes > lowBytes) {
+		if pt.failed != nil {
+			delete(p.refused, pt)
 			continue
+		}
+		if pt.needBytes == 0 && pt.q.pending() > lowWindow {
+			continue // refused for its window: wait for its own records
+		}
+		if pt.needBytes > 0 && p.bytes > 0 && (p.bytes+pt.needBytes > p.cfg.maxBytes || p.bytes > lowBytes) {
+			continue // refused for the budget: wait until the record fits
 		}
 		delete(p.refused, pt)
 		if pt.wake != nil {
@@ -349,12 +369,24 @@ func (p *Processor) work(pt *part, it *item) {
 			re := &RecordError{Topic: pt.tp.Topic, Partition: pt.tp.Partition, Offset: it.rec.Offset, Attempts: attempts, Err: err}
 			pt.failed = re
 			reports = append(reports, re)
+			// The partition stops here: what waits is dropped (it
+			// stays unfinished, so no commit passes it) and its bytes
+			// go back to the other partitions.
+			pt.q.dropWaiting(func(it *item) { p.bytes -= it.size })
+			delete(p.refused, pt)
 		}
 		p.pumpLocked(pt)
-	} else {
-		if pt.q.running == 0 && pt.idle != nil {
+	} else if pt.q.running == 0 {
+		if pt.idle != nil {
 			close(pt.idle)
 			pt.idle = nil
+		}
+		sp := sink.Part(pt.tp)
+		if p.draining[sp] == pt {
+			delete(p.draining, sp)
+			if cur := p.parts[sp]; cur != nil {
+				p.pumpLocked(cur) // its successor may start now
+			}
 		}
 	}
 	p.dispatchLocked()
@@ -379,6 +411,11 @@ func (p *Processor) attempt(pt *part, it *item) (int, error) {
 		err = safeCall(func() error { return p.handler(pt.ctx, it.rec) })
 		if err == nil {
 			return n, nil
+		}
+		if pt.ctx.Err() != nil {
+			// Cancelled (lost partition, Close deadline): not the
+			// record's failure; it stays unfinished.
+			return n, errStopped
 		}
 		if n >= rp.Attempts || (rp.RetryIf != nil && !rp.RetryIf(err)) {
 			return n, err
@@ -447,6 +484,8 @@ func (p *Processor) retireLocked(pt *part, lost bool) {
 	if pt.q.running == 0 {
 		close(pt.idle)
 		pt.idle = nil
+	} else {
+		p.draining[sink.Part(pt.tp)] = pt
 	}
 	delete(p.refused, pt)
 }
@@ -468,7 +507,12 @@ func (p *Processor) stop(ctx context.Context, sps []sink.Part, lost bool) (map[s
 		p.retireLocked(pt, lost)
 		ws = append(ws, waiting{pt, pt.idle})
 	}
+	// Their bytes are free: partitions refused for the budget may go on.
+	wakes := p.wakesLocked()
 	p.mu.Unlock()
+	for _, w := range wakes {
+		w()
+	}
 	if lost {
 		return nil, nil
 	}
@@ -495,8 +539,12 @@ func (p *Processor) stop(ctx context.Context, sps []sink.Part, lost bool) (map[s
 	p.mu.Lock()
 	for _, w := range ws {
 		// Safe even with records still running: the committable offset
-		// never passes an unfinished record.
-		out[sink.Part(w.pt.tp)] = sink.Pos{Offset: w.pt.q.tr.Committable(), Meta: w.pt.q.tr.Metadata()}
+		// never passes an unfinished record. A partition stopped by
+		// unreadable metadata commits nothing: that would overwrite the
+		// metadata (maybe a newer version's) with ours.
+		if !w.pt.badMeta {
+			out[sink.Part(w.pt.tp)] = sink.Pos{Offset: w.pt.q.tr.Committable(), Meta: w.pt.q.tr.Metadata()}
+		}
 	}
 	p.mu.Unlock()
 	return out, errors.Join(errsOut...)
@@ -508,7 +556,7 @@ func (p *Processor) positions(sps []sink.Part) map[sink.Part]sink.Pos {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, sp := range sps {
-		if pt := p.parts[sp]; pt != nil {
+		if pt := p.parts[sp]; pt != nil && !pt.badMeta {
 			out[sp] = sink.Pos{Offset: pt.q.tr.Committable(), Meta: pt.q.tr.Metadata()}
 		}
 	}
@@ -518,6 +566,9 @@ func (p *Processor) positions(sps []sink.Part) map[sink.Part]sink.Pos {
 // PartitionStats describes one partition of a Processor.
 type PartitionStats struct {
 	riffle.TopicPartition
+	// Committed is the group's last committed offset (-1 if none, or
+	// without a group).
+	Committed int64
 	// Committable is the offset the next commit covers: the first record
 	// not finished.
 	Committable int64
@@ -549,6 +600,10 @@ type Stats struct {
 
 // Stats returns a snapshot.
 func (p *Processor) Stats() Stats {
+	committed := map[riffle.TopicPartition]int64{}
+	for _, cp := range p.cs.Stats().Partitions {
+		committed[cp.TopicPartition] = cp.Committed
+	}
 	now := time.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -557,6 +612,7 @@ func (p *Processor) Stats() Stats {
 		q := pt.q
 		st.Partitions = append(st.Partitions, PartitionStats{
 			TopicPartition: pt.tp,
+			Committed:      -1,
 			Committable:    q.tr.Committable(),
 			FinishedAbove:  q.tr.FinishedAbove(),
 			Running:        q.running,
@@ -569,6 +625,11 @@ func (p *Processor) Stats() Stats {
 			Skipped:        q.skipped,
 			Err:            pt.failed,
 		})
+	}
+	for i := range st.Partitions {
+		if c, ok := committed[st.Partitions[i].TopicPartition]; ok {
+			st.Partitions[i].Committed = c
+		}
 	}
 	sort.Slice(st.Partitions, func(i, j int) bool {
 		a, b := st.Partitions[i], st.Partitions[j]
