@@ -31,9 +31,9 @@ func client(t *testing.T, c *rifftest.Cluster) *riffle.Client {
 
 // produce writes n records to each partition of topic, value = the
 // per-partition index, key = key(partition, i) (nil key func: no key).
-func produce(t *testing.T, cl *riffle.Client, topic string, partitions int32, n int, key func(p int32, i int) []byte) {
+func produce(t *testing.T, cl *riffle.Client, topic string, partitions int32, n int, key func(p int32, i int) []byte, popts ...riffle.ProducerOption) {
 	t.Helper()
-	pr, err := riffle.NewProducer(cl, riffle.WithPartitioner(riffle.ManualPartitioner()))
+	pr, err := riffle.NewProducer(cl, append([]riffle.ProducerOption{riffle.WithPartitioner(riffle.ManualPartitioner())}, popts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
