@@ -268,6 +268,19 @@ func (p *Processor) pumpLocked(pt *part) {
 // dispatchLocked starts records while the global limit allows, one per
 // partition in turn.
 func (p *Processor) dispatchLocked() {
+	for {
+		pt, it := p.takeLocked()
+		if it == nil {
+			return
+		}
+		p.wg.Add(1)
+		go p.work(pt, it)
+	}
+}
+
+// takeLocked returns the next record to start, from the next partition in
+// turn, counting it as running; nil when none may start.
+func (p *Processor) takeLocked() (*part, *item) {
 	for p.running < p.cfg.concurrency && len(p.runq) > 0 && !p.closed {
 		pt := p.runq[0]
 		p.runq[0] = nil
@@ -281,16 +294,16 @@ func (p *Processor) dispatchLocked() {
 			continue
 		}
 		p.running++
-		p.wg.Add(1)
-		go p.work(pt, it)
 		if pt.q.startable() {
 			pt.queued = true
 			p.runq = append(p.runq, pt)
 		}
+		return pt, it
 	}
 	if len(p.runq) == 0 {
 		p.runq = nil // let the backing array go
 	}
+	return nil, nil
 }
 
 // wakesLocked returns the wake functions of partitions that refused
@@ -328,9 +341,17 @@ func (p *Processor) wakesLocked() []func() {
 	return out
 }
 
-// work runs one record to its end.
+// work runs records: the one it was started with, then, while there are
+// more, the next in turn (a goroutine per running record, reused).
 func (p *Processor) work(pt *part, it *item) {
 	defer p.wg.Done()
+	for pt != nil {
+		pt, it = p.runOne(pt, it)
+	}
+}
+
+// runOne runs one record to its end and returns the next to run, if any.
+func (p *Processor) runOne(pt *part, it *item) (*part, *item) {
 	start := time.Now()
 	attempts, err := p.attempt(pt, it)
 	finished := err == nil
@@ -389,6 +410,7 @@ func (p *Processor) work(pt *part, it *item) {
 			}
 		}
 	}
+	npt, nit := p.takeLocked()
 	p.dispatchLocked()
 	wakes := p.wakesLocked()
 	p.mu.Unlock()
@@ -398,6 +420,7 @@ func (p *Processor) work(pt *part, it *item) {
 	for _, w := range wakes {
 		w()
 	}
+	return npt, nit
 }
 
 var errStopped = errors.New("partition stopped")
