@@ -92,6 +92,8 @@ type part struct {
 // New returns a processor running h on the records of a new consumer on
 // cl. Give it a group with ConsumerOptions(riffle.ConsumerGroup(...),
 // riffle.SubscribeTopics(...)), or no group and Assign partitions directly.
+// As with any group consumer, a Client carries one group member at a time
+// (riffle.ErrClientHasGroupMember).
 func New(cl *riffle.Client, h Handler, opts ...Option) (*Processor, error) {
 	if h == nil {
 		return nil, fmt.Errorf("%w: process: nil handler", riffle.ErrInvalidConfig)

@@ -20,16 +20,22 @@ import (
 // commits them with metadata, no finished record runs again.
 func TestRebalanceMidFlight(t *testing.T) {
 	for _, bal := range []struct {
-		name string
-		b    riffle.GroupBalancer
-	}{{"cooperative", riffle.CooperativeStickyBalancer()}, {"eager", riffle.RangeBalancer()}} {
-		t.Run(bal.name, func(t *testing.T) { rebalanceMidFlight(t, bal.b) })
+		name  string
+		b     riffle.GroupBalancer
+		proto riffle.GroupProtocol
+	}{
+		{"cooperative", riffle.CooperativeStickyBalancer(), riffle.GroupProtocolClassic},
+		{"eager", riffle.RangeBalancer(), riffle.GroupProtocolClassic},
+		{"kip848", riffle.CooperativeStickyBalancer(), riffle.GroupProtocolConsumer},
+	} {
+		t.Run(bal.name, func(t *testing.T) { rebalanceMidFlight(t, bal.b, bal.proto) })
 	}
 }
 
-func rebalanceMidFlight(t *testing.T, bal riffle.GroupBalancer) {
+func rebalanceMidFlight(t *testing.T, bal riffle.GroupBalancer, proto riffle.GroupProtocol) {
 	const parts, perPart = 4, 4000
-	c, cl := setup(t, rifftest.Topic("r", parts))
+	c, cl := setup(t, rifftest.Topic("r", parts),
+		rifftest.BrokerConfig("group.consumer.heartbeat.interval.ms", "100")) // KIP-848 pace
 	produce(t, cl, "r", parts, perPart, func(p int32, i int) []byte { return []byte(fmt.Sprint(i % 500)) })
 
 	var mu sync.Mutex
@@ -66,8 +72,8 @@ func rebalanceMidFlight(t *testing.T, bal riffle.GroupBalancer) {
 			return nil
 		}
 	}
-	group := "g-reb-" + bal.Name()
-	opts := append(groupOpts(group, "r"), riffle.Balancers(bal))
+	group := fmt.Sprintf("g-reb-%s-%d", bal.Name(), proto)
+	opts := append(groupOpts(group, "r"), riffle.Balancers(bal), riffle.WithGroupProtocol(proto))
 	start := func(id int) *process.Processor {
 		p, err := process.New(client(t, c), handler(id), process.Ordering(process.ByKey), process.Concurrency(400),
 			process.ConsumerOptions(opts...))
