@@ -358,7 +358,8 @@ type PartitionStats struct {
 	TopicPartition
 	// Position is the next offset to hand to the handler.
 	Position int64
-	// Processed is the offset after the last record the handler finished.
+	// Processed is the offset after the last record the handler finished
+	// (with riffle/process: the first record not finished).
 	Processed int64
 	// HighWatermark is the partition's high watermark at the last fetch.
 	HighWatermark int64
@@ -394,8 +395,22 @@ func (cs *Consumer) Stats() ConsumerStats {
 	}
 	cs.mu.Unlock()
 	st := ConsumerStats{BufferedBytes: cs.buffered.Load()}
+	var done map[TopicPartition]int64
+	if cs.cfg.sink != nil {
+		// With a processor, what finished is what it may commit.
+		tps := make([]TopicPartition, len(ps))
+		for i, p := range ps {
+			tps[i] = p.tp
+		}
+		done, _ = cs.processedOffsets(tps)
+	}
 	for _, p := range ps {
 		ps := p.stats()
+		if done != nil {
+			if o, ok := done[p.tp]; ok {
+				ps.Processed = o
+			}
+		}
 		ps.Committed = -1
 		if cs.member != nil {
 			ps.Committed = cs.member.commits.committedOffset(p.tp)
