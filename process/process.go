@@ -261,7 +261,7 @@ func (p *Processor) newPart(sp sink.Part, b sink.Batch[*riffle.Record]) (*part, 
 // queues it for dispatch.
 func (p *Processor) pumpLocked(pt *part) {
 	pt.q.pump(time.Now(), func(it *item) { p.bytes -= it.size })
-	if !pt.queued && pt.failed == nil && pt.q.startable() {
+	if !pt.queued && !pt.badMeta && pt.q.startable() {
 		pt.queued = true
 		p.runq = append(p.runq, pt)
 	}
@@ -288,7 +288,7 @@ func (p *Processor) takeLocked() (*part, *item) {
 		p.runq[0] = nil
 		p.runq = p.runq[1:]
 		pt.queued = false
-		if pt.gone || pt.failed != nil || p.draining[sink.Part(pt.tp)] != nil {
+		if pt.gone || pt.badMeta || p.draining[sink.Part(pt.tp)] != nil {
 			continue // a draining predecessor requeues it when done
 		}
 		it := pt.q.next()
@@ -392,10 +392,11 @@ func (p *Processor) runOne(pt *part, it *item) (*part, *item) {
 			re := &RecordError{Topic: pt.tp.Topic, Partition: pt.tp.Partition, Offset: it.rec.Offset, Attempts: attempts, Err: err}
 			pt.failed = re
 			reports = append(reports, re)
-			// The partition stops here: what waits is dropped (it
-			// stays unfinished, so no commit passes it) and its bytes
-			// go back to the other partitions.
-			pt.q.dropWaiting(func(it *item) { p.bytes -= it.size })
+			// The partition stops here: what waits above the record is
+			// dropped (it stays unfinished, so no commit passes it)
+			// and its bytes go back to the other partitions; older
+			// records still run, so the commit reaches the record.
+			pt.q.dropAbove(it.rec.Offset, func(it *item) { p.bytes -= it.size })
 			delete(p.refused, pt)
 		}
 		p.pumpLocked(pt)

@@ -264,6 +264,63 @@ func (q *queue) dropWaiting(drop func(*item)) {
 	}
 }
 
+// dropAbove removes the records not started above offset (all incoming
+// ones, and queued ones past it), passing each to drop; they stay
+// unfinished. Queued records below offset stay: they are older than a
+// record that failed for good and still run, so the commit can reach it.
+func (q *queue) dropAbove(offset int64, drop func(*item)) {
+	q.incoming.drain(drop)
+	q.incomingSz = 0
+	q.advanceTo = -1
+	keep := func(items []*item) []*item {
+		n := 0
+		for _, it := range items {
+			if it.rec.Offset < offset {
+				items[n] = it
+				n++
+			} else {
+				drop(it)
+			}
+		}
+		clear(items[n:])
+		return items[:n]
+	}
+	if q.mode != ByKey {
+		q.ready.items = keep(q.ready.items[q.ready.head:])
+		q.ready.head = 0
+		return
+	}
+	q.readyHeap = q.readyHeap[:0]
+	for k, kq := range q.keys {
+		kq.items = keep(kq.items)
+		if len(kq.items) == 0 && !kq.busy {
+			delete(q.keys, k)
+		}
+	}
+	if nk := q.nullKey; nk != nil {
+		nk.items = keep(nk.items)
+		if len(nk.items) == 0 && !nk.busy {
+			q.nullKey = nil
+		}
+	}
+	for _, kq := range q.keys {
+		kq.idx = -1
+		if len(kq.items) > 0 && !kq.busy {
+			q.readyHeap = append(q.readyHeap, kq)
+		}
+	}
+	if nk := q.nullKey; nk != nil {
+		nk.idx = -1
+		if len(nk.items) > 0 && !nk.busy {
+			q.readyHeap = append(q.readyHeap, nk)
+		}
+	}
+	for i, kq := range q.readyHeap {
+		kq.idx = i
+	}
+	heap.Init(&q.readyHeap)
+}
+
 // oldestAge returns how long the oldest unfinished delivered record has
 // waited.
 func (q *queue) oldestAge(now time.Time) time.Duration {

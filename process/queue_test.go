@@ -234,3 +234,56 @@ func BenchmarkQueue(b *testing.B) {
 		})
 	}
 }
+
+// A record failing for good drops the waiting records above it; older
+// waiting ones still start, in their order, so the commit reaches it.
+func TestQueueDropAbove(t *testing.T) {
+	for _, mode := range []Mode{ByKey, Unordered, ByPartition} {
+		t.Run(mode.String(), func(t *testing.T) {
+			q, _ := newQueue(mode, track.DefaultMetadataLimit, 0, 0, nil)
+			keys := []string{"a", "b", "a", "c", "b", "-", "a", "c"}
+			for i, k := range keys {
+				q.accept(rec(int64(i), k))
+			}
+			q.pump(time.Now(), func(*item) {})
+			// Start two records, then let offset 4's neighbourhood fail:
+			// the record at 4 is taken and fails.
+			var started []*item
+			for it := q.next(); it != nil && len(started) < 5; it = q.next() {
+				started = append(started, it)
+			}
+			var failed *item
+			for _, it := range started {
+				if it.rec.Offset == 3 {
+					failed = it
+				}
+			}
+			if failed == nil {
+				// partition mode: only offset 0 starts; fail it.
+				failed = started[0]
+			}
+			var dropped []int64
+			q.done(failed, false)
+			q.dropAbove(failed.rec.Offset, func(it *item) { dropped = append(dropped, it.rec.Offset) })
+			for _, d := range dropped {
+				if d <= failed.rec.Offset {
+					t.Fatalf("dropped %d at or below the failed %d", d, failed.rec.Offset)
+				}
+			}
+			for _, it := range started {
+				if it != failed {
+					q.done(it, true)
+				}
+			}
+			for it := q.next(); it != nil; it = q.next() {
+				if it.rec.Offset >= failed.rec.Offset {
+					t.Fatalf("%d started after the failure at %d", it.rec.Offset, failed.rec.Offset)
+				}
+				q.done(it, true)
+			}
+			if q.tr.Committable() != failed.rec.Offset {
+				t.Fatalf("committable %d, want the failed %d (dropped %v)", q.tr.Committable(), failed.rec.Offset, dropped)
+			}
+		})
+	}
+}

@@ -275,12 +275,14 @@ func TestFailureStopsPartition(t *testing.T) {
 		}
 		return false
 	})
-	for _, ps := range pr.Stats().Partitions {
-		if ps.Partition == 0 {
-			if ps.Committable != 50 || !errors.As(ps.Err, &re) {
-				t.Fatalf("partition 0: committable %d err %v", ps.Committable, ps.Err)
-			}
-		}
+	// Records below the failed one still finish; the commit stops at it.
+	waitFor(t, 30*time.Second, "partition 0 to reach the failed record", func() bool {
+		ps, ok := pstats(pr, 0)
+		return ok && ps.Committable >= 50
+	})
+	time.Sleep(100 * time.Millisecond)
+	if ps, _ := pstats(pr, 0); ps.Committable != 50 || !errors.As(ps.Err, &re) || ps.Running != 0 {
+		t.Fatalf("partition 0: committable %d, running %d, err %v", ps.Committable, ps.Running, ps.Err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
