@@ -150,11 +150,15 @@ type GroupMemberDescription struct {
 // GroupDescription describes one group.
 type GroupDescription struct {
 	Group string
+	// Type is "classic" (JoinGroup/SyncGroup) or "consumer" (KIP-848,
+	// described with ConsumerGroupDescribe); "" when unknown (Err set).
+	Type string
 	// State is e.g. Stable, Empty, PreparingRebalance.
 	State        string
 	ProtocolType string
 	// Protocol is the partition assignor the group chose (e.g.
-	// "cooperative-sticky"); "" unless Stable.
+	// "cooperative-sticky"; for a KIP-848 group the broker's assignor,
+	// e.g. "uniform"); "" unless Stable for a classic group.
 	Protocol string
 	// Coordinator is the node id of the group's coordinator, -1 when it
 	// could not be found.
@@ -191,8 +195,27 @@ func (a *Admin) DescribeGroups(ctx context.Context, groups ...string) ([]GroupDe
 	if err != nil {
 		return nil, err
 	}
+	// KIP-848 groups: the classic DescribeGroups lists no members for them
+	// (or, on brokers that keep the types apart, says not found); ask
+	// ConsumerGroupDescribe about those. A broker without it, or a group
+	// that is not a consumer group, keeps the classic answer.
+	var maybe848 []string
+	for _, name := range groups {
+		if g, ok := replies[name]; ok && len(g.Members) == 0 &&
+			(g.ErrorCode == 0 || g.ErrorCode == kafkaerr.GroupIDNotFound) {
+			maybe848 = append(maybe848, name)
+		}
+	}
+	described848 := a.describe848(ctx, maybe848)
 	out := make([]GroupDescription, len(groups))
 	for i, name := range groups {
+		if d, ok := described848[name]; ok {
+			if n, ok := nodes[name]; ok {
+				d.Coordinator = n
+			}
+			out[i] = d
+			continue
+		}
 		d := GroupDescription{Group: name, Coordinator: -1}
 		if n, ok := nodes[name]; ok {
 			d.Coordinator = n
@@ -210,6 +233,9 @@ func (a *Admin) DescribeGroups(ctx context.Context, groups ...string) ([]GroupDe
 			// Before DescribeGroups v6 (KIP-1043), an unknown group is
 			// described as Dead rather than reported as not found.
 			d.Err = ErrGroupIDNotFound
+		}
+		if d.Err == nil {
+			d.Type = "classic"
 		}
 		for _, m := range g.Members {
 			md := GroupMemberDescription{MemberID: m.MemberID, ClientID: m.ClientID, ClientHost: m.ClientHost}
@@ -230,6 +256,92 @@ func (a *Admin) DescribeGroups(ctx context.Context, groups ...string) ([]GroupDe
 		out[i] = d
 	}
 	return out, nil
+}
+
+// describe848 describes the groups that are KIP-848 consumer groups, with
+// their members' current assignments (topic ids resolved to names). It
+// returns nothing for the others, and nothing at all when the brokers do
+// not support ConsumerGroupDescribe.
+func (a *Admin) describe848(ctx context.Context, groups []string) map[string]GroupDescription {
+	if len(groups) == 0 {
+		return nil
+	}
+	replies, _, _, err := coordinated(ctx, a, groups,
+		func(ctx context.Context, node int32, gs []string) (map[string]kmsg.ConsumerGroupDescribeResponseGroup, error) {
+			req := kmsg.NewPtrConsumerGroupDescribeRequest()
+			req.Groups = gs
+			resp, err := a.c.cl.Request(ctx, node, cluster.ClassOther, req)
+			if err != nil {
+				return nil, err
+			}
+			out := map[string]kmsg.ConsumerGroupDescribeResponseGroup{}
+			for _, g := range resp.(*kmsg.ConsumerGroupDescribeResponse).Groups {
+				out[g.Group] = g
+			}
+			return out, nil
+		},
+		func(g kmsg.ConsumerGroupDescribeResponseGroup) int16 {
+			if g.ErrorCode == kafkaerr.GroupIDNotFound {
+				return 0 // not a consumer group: final, not retried
+			}
+			return g.ErrorCode
+		})
+	if err != nil {
+		return nil
+	}
+	var names map[[16]byte]string
+	out := map[string]GroupDescription{}
+	for name, g := range replies {
+		if g.ErrorCode != 0 {
+			continue
+		}
+		d := GroupDescription{Group: name, Type: "consumer", State: g.State, ProtocolType: "consumer",
+			Protocol: g.AssignorName, Coordinator: -1}
+		for _, m := range g.Members {
+			md := GroupMemberDescription{MemberID: m.MemberID, ClientID: m.ClientID, ClientHost: m.ClientHost}
+			if m.InstanceID != nil {
+				md.InstanceID = *m.InstanceID
+			}
+			for _, t := range m.Assignment.TopicPartitions {
+				topic := t.Topic
+				if topic == "" {
+					if names == nil {
+						names = a.topicNames(ctx)
+					}
+					topic = names[t.TopicID]
+				}
+				if topic == "" {
+					md.AssignmentErr = fmt.Errorf("%w: member %s: assigned topic id %x is not in the metadata", errs.ErrMalformed, m.MemberID, t.TopicID)
+					md.Assigned = nil
+					break
+				}
+				for _, p := range t.Partitions {
+					md.Assigned = append(md.Assigned, TopicPartition{topic, p})
+				}
+			}
+			sortTPs(md.Assigned)
+			d.Members = append(d.Members, md)
+		}
+		sort.Slice(d.Members, func(i, j int) bool { return d.Members[i].MemberID < d.Members[j].MemberID })
+		out[name] = d
+	}
+	return out
+}
+
+// topicNames maps every topic's id to its name (empty on failure).
+func (a *Admin) topicNames(ctx context.Context) map[[16]byte]string {
+	req := kmsg.NewPtrMetadataRequest() // nil Topics: all topics
+	resp, err := a.c.cl.RequestAny(ctx, req)
+	out := map[[16]byte]string{}
+	if err != nil {
+		return out
+	}
+	for _, t := range resp.(*kmsg.MetadataResponse).Topics {
+		if t.Topic != nil {
+			out[t.TopicID] = *t.Topic
+		}
+	}
+	return out
 }
 
 // OffsetAndMetadata is a committed offset: the next offset the group will

@@ -400,3 +400,67 @@ func TestAdminDescribeGroupsOldBroker(t *testing.T) {
 		t.Fatalf("known group: %+v", descs[1])
 	}
 }
+
+// A KIP-848 group is described with ConsumerGroupDescribe: members and
+// their assignments (topic ids resolved), state and type; lag sees its
+// members, and ResetOffsets refuses while it has members.
+func TestAdminDescribeKIP848Group(t *testing.T) {
+	fake := newFake(t, kfake.NumBrokers(2), kfake.SeedTopics(3, "t"),
+		kfake.BrokerConfigs(map[string]string{"group.consumer.heartbeat.interval.ms": "100"}))
+	addrs := fake.ListenAddrs()
+	cl := newTestClient(t, SeedBrokers(addrs...))
+	produceN(t, cl, "t", 3, 10)
+	ccl := newTestClient(t, SeedBrokers(addrs...), ClientID("kip848-member"))
+	var done sync.Map
+	cs, err := NewConsumer(ccl, ConsumerGroup("g848"), SubscribeTopics("t"), WithGroupProtocol(GroupProtocolConsumer),
+		OffsetReset(ResetEarliest),
+		HandleRecord(func(_ context.Context, r *Record) error { done.Store(r.Partition, r.Offset); return nil }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		cs.Close(ctx)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm := cl.Admin()
+	var d GroupDescription
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		descs, err := adm.DescribeGroups(ctx, "g848", "nope")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !errors.Is(descs[1].Err, ErrGroupIDNotFound) {
+			t.Fatalf("unknown group described as %+v", descs[1])
+		}
+		d = descs[0]
+		if len(d.Members) == 1 && len(d.Members[0].Assigned) == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("description of the KIP-848 group: %+v", d)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	m := d.Members[0]
+	if d.Type != "consumer" || d.Err != nil || d.State != GroupStateStable || d.Coordinator != fake.CoordinatorFor("g848") ||
+		m.ClientID != "kip848-member" || m.AssignmentErr != nil ||
+		!slices.Equal(m.Assigned, []TopicPartition{{"t", 0}, {"t", 1}, {"t", 2}}) {
+		t.Fatalf("description %+v", d)
+	}
+	if _, err := adm.ResetOffsets(ctx, "g848", AtEarliest(), "t"); !errors.Is(err, ErrGroupActive) {
+		t.Fatalf("reset of an active KIP-848 group: %v, want ErrGroupActive", err)
+	}
+	lag, err := adm.GroupLag(ctx, "g848")
+	if err != nil || len(lag) != 3 {
+		t.Fatalf("lag %+v, %v", lag, err)
+	}
+	for _, l := range lag {
+		if l.Member == "" {
+			t.Fatalf("lag row without its member: %+v", l)
+		}
+	}
+}

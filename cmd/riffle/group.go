@@ -89,7 +89,9 @@ listed and riffle exits with status 1.`,
 // ---- group describe ----
 
 type groupDescriptionJSON struct {
-	Group        string `json:"group"`
+	Group string `json:"group"`
+	// Type is "classic" or "consumer" (KIP-848).
+	Type         string `json:"type"`
 	State        string `json:"state"`
 	ProtocolType string `json:"protocol_type"`
 	Protocol     string `json:"protocol"`
@@ -167,7 +169,7 @@ with status 1 after describing the others.`,
 
 func groupDescriptionToJSON(d riffle.GroupDescription) groupDescriptionJSON {
 	g := groupDescriptionJSON{
-		Group: d.Group, State: d.State, ProtocolType: d.ProtocolType, Protocol: d.Protocol,
+		Group: d.Group, Type: d.Type, State: d.State, ProtocolType: d.ProtocolType, Protocol: d.Protocol,
 		Coordinator: d.Coordinator, Members: []groupMemberJSON{}, Error: errText(d.Err),
 	}
 	for _, m := range d.Members {
@@ -203,6 +205,7 @@ func printGroupDescription(w io.Writer, g groupDescriptionJSON) {
 		coordinator = fmt.Sprint(g.Coordinator)
 	}
 	fmt.Fprintf(w, "Group:          %s\n", g.Group)
+	fmt.Fprintf(w, "Type:           %s\n", orDash(g.Type))
 	fmt.Fprintf(w, "State:          %s\n", orDash(g.State))
 	fmt.Fprintf(w, "Protocol type:  %s\n", orDash(g.ProtocolType))
 	fmt.Fprintf(w, "Protocol:       %s\n", orDash(g.Protocol))
