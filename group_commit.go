@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"sync"
 
@@ -164,6 +165,21 @@ func (c *committer) send(ctx context.Context, offsets map[TopicPartition]int64, 
 					retry = true
 					continue
 				}
+				if p.ErrorCode == kafkaerr.OffsetMetadataTooLarge && metaFor(metas, tp, m.cfg.commitMetadata) != "" {
+					// The broker's offset.metadata.max.bytes is below
+					// what was sent: the offset alone is still right
+					// (the metadata only saves repeated work), so
+					// commit it without.
+					m.cs.c.log.Warn("commit metadata too large for the broker; committing the offset without it",
+						"group", m.cfg.id, "partition", tp.String(), "bytes", len(metaFor(metas, tp, m.cfg.commitMetadata)))
+					metas = maps.Clone(metas)
+					if metas == nil {
+						metas = map[TopicPartition]string{}
+					}
+					metas[tp] = ""
+					retry = true
+					continue
+				}
 				errsOut = append(errsOut, fmt.Errorf("%s: %w", tp, kafkaerr.ForCode(p.ErrorCode)))
 			}
 		}
@@ -244,6 +260,15 @@ func (c *committer) fetch(ctx context.Context, tps []TopicPartition) (map[TopicP
 	}
 }
 
+// metaFor is the metadata committed with tp: metas[tp] where present,
+// else def.
+func metaFor(metas map[TopicPartition]string, tp TopicPartition, def string) string {
+	if m, ok := metas[tp]; ok {
+		return m
+	}
+	return def
+}
+
 // addCommitOffsets adds offsets[tp] for each of tps to an OffsetCommit
 // request, grouped by topic in the order given, with metas[tp] as metadata
 // where present, else def.
@@ -262,11 +287,7 @@ func addCommitOffsets(req *kmsg.OffsetCommitRequest, tps []TopicPartition, offse
 		p.Partition = tp.Partition
 		p.Offset = offsets[tp]
 		p.LeaderEpoch = -1
-		meta, ok := metas[tp]
-		if !ok {
-			meta = def
-		}
-		p.Metadata = kmsg.StringPtr(meta)
+		p.Metadata = kmsg.StringPtr(metaFor(metas, tp, def))
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, p)
 	}
 }

@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/riffle-go/riffle/internal/kafkaerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -355,5 +357,62 @@ func TestGroupKIP848HeartbeatRate(t *testing.T) {
 	time.Sleep(time.Second)
 	if n := hbs.Load() - before; n > 30 {
 		t.Fatalf("%d heartbeats in 1s with a 100ms interval", n)
+	}
+}
+
+// A broker whose offset.metadata.max.bytes is below the metadata sent
+// (OFFSET_METADATA_TOO_LARGE) still gets the offset: the commit is sent
+// again without metadata, since the offset alone is correct.
+func TestCommitMetadataTooLarge(t *testing.T) {
+	fake := newFake(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
+	var rejected atomic.Int32
+	fake.ControlKey(int16(kmsg.OffsetCommit), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		fake.KeepControl()
+		req := kr.(*kmsg.OffsetCommitRequest)
+		resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+		tooLarge := false
+		for _, t := range req.Topics {
+			rt := kmsg.NewOffsetCommitResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewOffsetCommitResponseTopicPartition()
+				rp.Partition = p.Partition
+				if p.Metadata != nil && len(*p.Metadata) > 50 {
+					rp.ErrorCode = kafkaerr.OffsetMetadataTooLarge
+					tooLarge = true
+				}
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		if !tooLarge {
+			return nil, nil, false // the broker handles it
+		}
+		rejected.Add(1)
+		return resp, nil, true
+	})
+	cl := newTestClient(t, SeedBrokers(fake.ListenAddrs()...))
+	cs, err := NewConsumer(cl, ConsumerGroup("g-big-meta"), SubscribeTopics("t"), DisableAutoCommit(),
+		CommitMetadata(strings.Repeat("m", 100)), HandleRecord(func(context.Context, *Record) error { return nil }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	tp := TopicPartition{"t", 0}
+	deadline := time.Now().Add(10 * time.Second)
+	for cs.CommitOffsets(ctx, map[TopicPartition]int64{tp: 7}) != nil { // until joined
+		if time.Now().After(deadline) {
+			t.Fatal("no commit went through")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	offs, err := cl.Admin().FetchOffsets(ctx, "g-big-meta")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if om := offs[tp]; om.Offset != 7 || om.Metadata != "" || rejected.Load() == 0 {
+		t.Fatalf("committed %+v after %d rejections; want offset 7 without metadata", om, rejected.Load())
 	}
 }
