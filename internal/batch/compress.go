@@ -103,9 +103,14 @@ var lz4Encoders = sync.Pool{New: func() any {
 	return &lz4Encoder{w: w}
 }}
 
-var zstdEnc = sync.OnceValue(func() *zstd.Encoder {
+// zstdEncoders pools single-goroutine encoders (as franz-go does): an
+// encoder with the default concurrency hands each EncodeAll's blocks to
+// its worker goroutines, which for batch-sized inputs is about twice as
+// slow as encoding inline (BenchmarkEncode/zstd: 2.7 → 1.5 µs/record).
+var zstdEncoders = sync.Pool{New: func() any {
 	e, err := zstd.NewWriter(nil,
 		zstd.WithEncoderLevel(zstd.SpeedDefault),
+		zstd.WithEncoderConcurrency(1),
 		// Kafka frames are checksummed by the batch CRC; skipping
 		// zstd's own xxhash saves time on both sides.
 		zstd.WithEncoderCRC(false),
@@ -119,7 +124,7 @@ var zstdEnc = sync.OnceValue(func() *zstd.Encoder {
 		panic(err) // only invalid options fail, which is a bug here
 	}
 	return e
-})
+}}
 
 // compress appends the compressed form of src to dst.
 func compress(dst, src []byte, codec Codec) ([]byte, error) {
@@ -163,7 +168,10 @@ func compress(dst, src []byte, codec Codec) ([]byte, error) {
 		return dst, err
 
 	case CodecZstd:
-		return zstdEnc().EncodeAll(src, dst), nil
+		e := zstdEncoders.Get().(*zstd.Encoder)
+		out := e.EncodeAll(src, dst)
+		zstdEncoders.Put(e)
+		return out, nil
 	}
 	return dst, errCompress
 }
