@@ -292,11 +292,19 @@ func (a *Admin) describe848(ctx context.Context, groups []string) map[string]Gro
 	var names map[[16]byte]string
 	out := map[string]GroupDescription{}
 	for name, g := range replies {
-		if g.ErrorCode != 0 {
-			continue
+		if g.ErrorCode == kafkaerr.GroupIDNotFound {
+			continue // not a consumer group: the classic answer stands
 		}
 		d := GroupDescription{Group: name, Type: "consumer", State: g.State, ProtocolType: "consumer",
 			Protocol: g.AssignorName, Coordinator: -1}
+		if g.ErrorCode != 0 {
+			// A consumer group we may not fully describe (e.g. a topic
+			// of its assignment is not authorized): say so rather than
+			// fall back to "not found".
+			d.Err = withMessage(g.ErrorCode, g.ErrorMessage)
+			out[name] = d
+			continue
+		}
 		for _, m := range g.Members {
 			md := GroupMemberDescription{MemberID: m.MemberID, ClientID: m.ClientID, ClientHost: m.ClientHost}
 			if m.InstanceID != nil {

@@ -463,4 +463,28 @@ func TestAdminDescribeKIP848Group(t *testing.T) {
 			t.Fatalf("lag row without its member: %+v", l)
 		}
 	}
+	// A consumer group the caller may not fully describe reports that
+	// error, not "not found" (which would let a reset through).
+	fake.ControlKey(int16(kmsg.ConsumerGroupDescribe), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		fake.KeepControl()
+		req := kr.(*kmsg.ConsumerGroupDescribeRequest)
+		resp := req.ResponseKind().(*kmsg.ConsumerGroupDescribeResponse)
+		for _, g := range req.Groups {
+			rg := kmsg.NewConsumerGroupDescribeResponseGroup()
+			rg.Group = g
+			rg.ErrorCode = 29 // TOPIC_AUTHORIZATION_FAILED
+			resp.Groups = append(resp.Groups, rg)
+		}
+		return resp, nil, true
+	})
+	descs, err := adm.DescribeGroups(ctx, "g848")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := descs[0]; d.Type != "consumer" || !errors.Is(d.Err, kafkaerr.ForCode(29)) {
+		t.Fatalf("description with a describe error: %+v", d)
+	}
+	if _, err := adm.ResetOffsets(ctx, "g848", AtEarliest(), "t"); err == nil || errors.Is(err, ErrGroupIDNotFound) {
+		t.Fatalf("reset while the group could not be described: %v", err)
+	}
 }

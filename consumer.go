@@ -402,7 +402,10 @@ func (cs *Consumer) Stats() ConsumerStats {
 		for i, p := range ps {
 			tps[i] = p.tp
 		}
-		done, _ = cs.processedOffsets(tps)
+		done = map[TopicPartition]int64{}
+		for sp, o := range cs.cfg.sink.Offsets(sinkParts(tps)) {
+			done[TopicPartition(sp)] = o
+		}
 	}
 	for _, p := range ps {
 		ps := p.stats()

@@ -24,6 +24,8 @@ type committer struct {
 	waiters     []chan error
 	committed   map[TopicPartition]int64
 	wake        chan struct{}
+	// warnedMetaSize: OFFSET_METADATA_TOO_LARGE was logged once already.
+	warnedMetaSize bool
 }
 
 func newCommitter(m *member) *committer {
@@ -129,6 +131,7 @@ func (c *committer) failWaiters(err error) {
 // member id are those current at each attempt.
 func (c *committer) send(ctx context.Context, offsets map[TopicPartition]int64, metas map[TopicPartition]string) error {
 	m := c.m
+	dropped := false // metas is our copy (metadata dropped for some)
 	for attempt := 1; ; attempt++ {
 		req := kmsg.NewPtrOffsetCommitRequest()
 		m.mu.Lock()
@@ -150,7 +153,7 @@ func (c *committer) send(ctx context.Context, offsets map[TopicPartition]int64, 
 			m.sleep(ctx, m.cs.c.cfg.retryBackoff.Delay(attempt, rand.Float64()))
 			continue
 		}
-		var errsOut []error
+		var errsOut, retryErrs []error
 		retry := false
 		for _, t := range resp.(*kmsg.OffsetCommitResponse).Topics {
 			for _, p := range t.Partitions {
@@ -163,6 +166,7 @@ func (c *committer) send(ctx context.Context, offsets map[TopicPartition]int64, 
 				}
 				if m.coordinatorError(p.ErrorCode) {
 					retry = true
+					retryErrs = append(retryErrs, fmt.Errorf("%s: %w", tp, kafkaerr.ForCode(p.ErrorCode)))
 					continue
 				}
 				if p.ErrorCode == kafkaerr.OffsetMetadataTooLarge && metaFor(metas, tp, m.cfg.commitMetadata) != "" {
@@ -170,14 +174,23 @@ func (c *committer) send(ctx context.Context, offsets map[TopicPartition]int64, 
 					// what was sent: the offset alone is still right
 					// (the metadata only saves repeated work), so
 					// commit it without.
-					m.cs.c.log.Warn("commit metadata too large for the broker; committing the offset without it",
-						"group", m.cfg.id, "partition", tp.String(), "bytes", len(metaFor(metas, tp, m.cfg.commitMetadata)))
-					metas = maps.Clone(metas)
-					if metas == nil {
-						metas = map[TopicPartition]string{}
+					c.mu.Lock()
+					warn := !c.warnedMetaSize
+					c.warnedMetaSize = true
+					c.mu.Unlock()
+					if warn {
+						m.cs.c.log.Warn("commit metadata too large for the broker (offset.metadata.max.bytes); committing offsets without it",
+							"group", m.cfg.id, "partition", tp.String(), "bytes", len(metaFor(metas, tp, m.cfg.commitMetadata)))
+					}
+					if !dropped {
+						metas, dropped = maps.Clone(metas), true
+						if metas == nil {
+							metas = map[TopicPartition]string{}
+						}
 					}
 					metas[tp] = ""
 					retry = true
+					retryErrs = append(retryErrs, fmt.Errorf("%s: %w", tp, kafkaerr.ForCode(p.ErrorCode)))
 					continue
 				}
 				errsOut = append(errsOut, fmt.Errorf("%s: %w", tp, kafkaerr.ForCode(p.ErrorCode)))
@@ -187,7 +200,8 @@ func (c *committer) send(ctx context.Context, offsets map[TopicPartition]int64, 
 			m.sleep(ctx, m.cs.c.cfg.retryBackoff.Delay(attempt, rand.Float64()))
 			continue
 		}
-		return errors.Join(errsOut...)
+		// Out of attempts: what still wanted a retry failed too.
+		return errors.Join(append(errsOut, retryErrs...)...)
 	}
 }
 

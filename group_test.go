@@ -2,6 +2,7 @@ package riffle
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -414,5 +415,58 @@ func TestCommitMetadataTooLarge(t *testing.T) {
 	}
 	if om := offs[tp]; om.Offset != 7 || om.Metadata != "" || rejected.Load() == 0 {
 		t.Fatalf("committed %+v after %d rejections; want offset 7 without metadata", om, rejected.Load())
+	}
+}
+
+// A commit whose partitions still want a retry after the last attempt
+// fails; it never reports success for offsets that were not committed.
+func TestCommitRetriesExhausted(t *testing.T) {
+	fake := newFake(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
+	var refuse atomic.Bool
+	fake.ControlKey(int16(kmsg.OffsetCommit), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		fake.KeepControl()
+		if !refuse.Load() {
+			return nil, nil, false
+		}
+		req := kr.(*kmsg.OffsetCommitRequest)
+		resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+		for _, t := range req.Topics {
+			rt := kmsg.NewOffsetCommitResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewOffsetCommitResponseTopicPartition()
+				rp.Partition = p.Partition
+				rp.ErrorCode = kafkaerr.CoordinatorLoadInProgress
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp, nil, true
+	})
+	cl := newTestClient(t, SeedBrokers(fake.ListenAddrs()...), RetryBackoff(time.Millisecond, 5*time.Millisecond))
+	cs, err := NewConsumer(cl, ConsumerGroup("g-exhaust"), SubscribeTopics("t"), DisableAutoCommit(),
+		HandleRecord(func(context.Context, *Record) error { return nil }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	tp := TopicPartition{"t", 0}
+	deadline := time.Now().Add(10 * time.Second)
+	for cs.CommitOffsets(ctx, map[TopicPartition]int64{tp: 3}) != nil { // until joined
+		if time.Now().After(deadline) {
+			t.Fatal("no commit went through")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	refuse.Store(true)
+	err = cs.CommitOffsets(ctx, map[TopicPartition]int64{tp: 9})
+	refuse.Store(false)
+	if !errors.Is(err, kafkaerr.ForCode(kafkaerr.CoordinatorLoadInProgress)) {
+		t.Fatalf("commit refused on every attempt returned %v", err)
+	}
+	if offs, _ := cl.Admin().FetchOffsets(ctx, "g-exhaust"); offs[tp].Offset != 3 {
+		t.Fatalf("committed %+v", offs[tp])
 	}
 }

@@ -91,7 +91,8 @@ type RetryPolicy struct {
 
 // RecordError reports a record whose processing failed for good (after its
 // attempts and, if set, a failing dead-letter function): its partition
-// stops at it.
+// stops at it. Records older than it still run (and may fail too: each is
+// reported, and the partition stops at the lowest).
 type RecordError struct {
 	Topic     string
 	Partition int32

@@ -174,6 +174,20 @@ func (s *procSink) Positions(sps []sink.Part) map[sink.Part]sink.Pos {
 	return (*Processor)(s).positions(sps)
 }
 
+// Offsets implements sink.Sink.
+func (s *procSink) Offsets(sps []sink.Part) map[sink.Part]int64 {
+	p := (*Processor)(s)
+	out := map[sink.Part]int64{}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, sp := range sps {
+		if pt := p.parts[sp]; pt != nil {
+			out[sp] = pt.q.tr.Committable()
+		}
+	}
+	return out
+}
+
 // offer takes records from the consumer.
 func (p *Processor) offer(sp sink.Part, b sink.Batch[*riffle.Record]) int {
 	var reports []error
@@ -388,14 +402,18 @@ func (p *Processor) runOne(pt *part, it *item) (*part, *item) {
 	if !pt.gone {
 		if finished {
 			pt.processed++
-		} else if !errors.Is(err, errStopped) && pt.failed == nil {
+		} else if !errors.Is(err, errStopped) {
+			// Every record failing for good is reported; the partition
+			// stops at the lowest: what waits above it is dropped (it
+			// stays unfinished, so no commit passes it) and its bytes
+			// go back to the other partitions; older records still run,
+			// so the commit reaches it.
 			re := &RecordError{Topic: pt.tp.Topic, Partition: pt.tp.Partition, Offset: it.rec.Offset, Attempts: attempts, Err: err}
-			pt.failed = re
 			reports = append(reports, re)
-			// The partition stops here: what waits above the record is
-			// dropped (it stays unfinished, so no commit passes it)
-			// and its bytes go back to the other partitions; older
-			// records still run, so the commit reaches the record.
+			var prev *RecordError
+			if pt.failed == nil || (errors.As(pt.failed, &prev) && re.Offset < prev.Offset) {
+				pt.failed = re
+			}
 			pt.q.dropAbove(it.rec.Offset, func(it *item) { p.bytes -= it.size })
 			delete(p.refused, pt)
 		}
@@ -613,7 +631,7 @@ type PartitionStats struct {
 	// restart, per the commit metadata) count records since assignment.
 	Processed, Retries, DeadLettered, Skipped int64
 	// Err is set when the partition stopped at a record that failed for
-	// good (*RecordError) or at unreadable metadata.
+	// good (*RecordError: the lowest such record) or at unreadable metadata.
 	Err error
 }
 

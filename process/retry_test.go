@@ -293,3 +293,57 @@ func TestFailureStopsPartition(t *testing.T) {
 		t.Fatal("the failed record was committed")
 	}
 }
+
+// Two records failing for good: both are reported and the partition stops
+// at the lower one, which the commit reaches but does not pass.
+func TestTwoFailuresStopAtLowest(t *testing.T) {
+	c, cl := setup(t, rifftest.Topic("two", 1))
+	produce(t, cl, "two", 1, 100, nil)
+	release := make(chan struct{})
+	var mu sync.Mutex
+	var reported []int64
+	pr, err := process.New(client(t, c), func(ctx context.Context, r *riffle.Record) error {
+		switch r.Offset {
+		case 20:
+			return errors.New("fails first")
+		case 10:
+			<-release // fails after 20 did
+			return errors.New("fails second")
+		}
+		return nil
+	}, process.Ordering(process.Unordered), process.OnError(func(err error) {
+		var re *process.RecordError
+		if errors.As(err, &re) {
+			mu.Lock()
+			reported = append(reported, re.Offset)
+			n := len(reported)
+			mu.Unlock()
+			if n == 1 {
+				close(release)
+			}
+		}
+	}), process.ConsumerOptions(groupOpts("g-two", "two")...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeBounded(pr)
+	waitFor(t, 30*time.Second, "both failures", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(reported) == 2
+	})
+	waitFor(t, 30*time.Second, "the commit to reach the lower failure", func() bool {
+		ps, ok := pstats(pr, 0)
+		return ok && ps.Committable == 10 && ps.Running == 0
+	})
+	ps, _ := pstats(pr, 0)
+	var re *process.RecordError
+	if !errors.As(ps.Err, &re) || re.Offset != 10 {
+		t.Fatalf("partition error %v, want the record at 10", ps.Err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if reported[0] != 20 || reported[1] != 10 {
+		t.Fatalf("reported %v, want [20 10]", reported)
+	}
+}

@@ -61,4 +61,6 @@ type Sink[R any] interface {
 	Stop(ctx context.Context, parts []Part, lost bool) (map[Part]Pos, error)
 	// Positions returns the commit positions of the partitions now.
 	Positions(parts []Part) map[Part]Pos
+	// Offsets is Positions without the metadata (cheap, for stats).
+	Offsets(parts []Part) map[Part]int64
 }
