@@ -369,23 +369,14 @@ func TestCommitMetadataTooLarge(t *testing.T) {
 	var rejected atomic.Int32
 	fake.ControlKey(int16(kmsg.OffsetCommit), func(kr kmsg.Request) (kmsg.Response, error, bool) {
 		fake.KeepControl()
-		req := kr.(*kmsg.OffsetCommitRequest)
-		resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
 		tooLarge := false
-		for _, t := range req.Topics {
-			rt := kmsg.NewOffsetCommitResponseTopic()
-			rt.Topic = t.Topic
-			for _, p := range t.Partitions {
-				rp := kmsg.NewOffsetCommitResponseTopicPartition()
-				rp.Partition = p.Partition
-				if p.Metadata != nil && len(*p.Metadata) > 50 {
-					rp.ErrorCode = kafkaerr.OffsetMetadataTooLarge
-					tooLarge = true
-				}
-				rt.Partitions = append(rt.Partitions, rp)
+		resp := offsetCommitReply(kr.(*kmsg.OffsetCommitRequest), func(p kmsg.OffsetCommitRequestTopicPartition) int16 {
+			if p.Metadata != nil && len(*p.Metadata) > 50 {
+				tooLarge = true
+				return kafkaerr.OffsetMetadataTooLarge
 			}
-			resp.Topics = append(resp.Topics, rt)
-		}
+			return 0
+		})
 		if !tooLarge {
 			return nil, nil, false // the broker handles it
 		}
@@ -402,13 +393,7 @@ func TestCommitMetadataTooLarge(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	tp := TopicPartition{"t", 0}
-	deadline := time.Now().Add(10 * time.Second)
-	for cs.CommitOffsets(ctx, map[TopicPartition]int64{tp: 7}) != nil { // until joined
-		if time.Now().After(deadline) {
-			t.Fatal("no commit went through")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	commitOnceJoined(t, ctx, cs, map[TopicPartition]int64{tp: 7})
 	offs, err := cl.Admin().FetchOffsets(ctx, "g-big-meta")
 	if err != nil {
 		t.Fatal(err)
@@ -428,20 +413,9 @@ func TestCommitRetriesExhausted(t *testing.T) {
 		if !refuse.Load() {
 			return nil, nil, false
 		}
-		req := kr.(*kmsg.OffsetCommitRequest)
-		resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
-		for _, t := range req.Topics {
-			rt := kmsg.NewOffsetCommitResponseTopic()
-			rt.Topic = t.Topic
-			for _, p := range t.Partitions {
-				rp := kmsg.NewOffsetCommitResponseTopicPartition()
-				rp.Partition = p.Partition
-				rp.ErrorCode = kafkaerr.CoordinatorLoadInProgress
-				rt.Partitions = append(rt.Partitions, rp)
-			}
-			resp.Topics = append(resp.Topics, rt)
-		}
-		return resp, nil, true
+		return offsetCommitReply(kr.(*kmsg.OffsetCommitRequest), func(kmsg.OffsetCommitRequestTopicPartition) int16 {
+			return kafkaerr.CoordinatorLoadInProgress
+		}), nil, true
 	})
 	cl := newTestClient(t, SeedBrokers(fake.ListenAddrs()...), RetryBackoff(time.Millisecond, 5*time.Millisecond))
 	cs, err := NewConsumer(cl, ConsumerGroup("g-exhaust"), SubscribeTopics("t"), DisableAutoCommit(),
@@ -453,13 +427,7 @@ func TestCommitRetriesExhausted(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	tp := TopicPartition{"t", 0}
-	deadline := time.Now().Add(10 * time.Second)
-	for cs.CommitOffsets(ctx, map[TopicPartition]int64{tp: 3}) != nil { // until joined
-		if time.Now().After(deadline) {
-			t.Fatal("no commit went through")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	commitOnceJoined(t, ctx, cs, map[TopicPartition]int64{tp: 3})
 	refuse.Store(true)
 	err = cs.CommitOffsets(ctx, map[TopicPartition]int64{tp: 9})
 	refuse.Store(false)
@@ -468,5 +436,36 @@ func TestCommitRetriesExhausted(t *testing.T) {
 	}
 	if offs, _ := cl.Admin().FetchOffsets(ctx, "g-exhaust"); offs[tp].Offset != 3 {
 		t.Fatalf("committed %+v", offs[tp])
+	}
+}
+
+// offsetCommitReply answers an OffsetCommit with code(partition) for each
+// partition, as a broker would.
+func offsetCommitReply(req *kmsg.OffsetCommitRequest, code func(kmsg.OffsetCommitRequestTopicPartition) int16) *kmsg.OffsetCommitResponse {
+	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+	for _, t := range req.Topics {
+		rt := kmsg.NewOffsetCommitResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewOffsetCommitResponseTopicPartition()
+			rp.Partition = p.Partition
+			rp.ErrorCode = code(p)
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+// commitOnceJoined commits offsets, retrying until the member has joined
+// (before, the coordinator does not know it).
+func commitOnceJoined(t *testing.T, ctx context.Context, cs *Consumer, offsets map[TopicPartition]int64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for cs.CommitOffsets(ctx, offsets) != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("no commit went through")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
