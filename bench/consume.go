@@ -445,6 +445,7 @@ func runConsume(ctx context.Context, args []string) error {
 	verbose := fs.Bool("v", false, "print every run as it ends (to stderr)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of riffle's runs (only) to this file")
 	memProfile := fs.String("memprofile", "", "write allocation profiles taken before and after riffle's runs to this file.base and this file (read with pprof -diff_base)")
+	profClient := fs.String("profile", "riffle", "the client whose runs -cpuprofile and -memprofile profile")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -485,7 +486,7 @@ func runConsume(ctx context.Context, args []string) error {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			prof := c.name == "riffle"
+			prof := c.name == *profClient
 			if prof && *memProfile != "" {
 				if err := writeHeapProfile(*memProfile + ".base"); err != nil {
 					return err

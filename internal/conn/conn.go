@@ -60,6 +60,7 @@ type call struct {
 	deadline time.Time
 	start    time.Time
 	written  int
+	trusted  int // response size read without growing; see wire.ReadFrame
 	done     chan result // buffered 1; finish sends exactly once
 	finished atomic.Bool
 }
@@ -254,7 +255,7 @@ func (c *Conn) send(ctx context.Context, req kmsg.Request) (*call, error) {
 	if p, ok := req.(*kmsg.ProduceRequest); ok && p.Acks == 0 {
 		noResponse = true
 	}
-	cl := &call{req: req, flexible: wire.ResponseFlexible(req), done: make(chan result, 1), written: len(frame)}
+	cl := &call{req: req, flexible: wire.ResponseFlexible(req), done: make(chan result, 1), written: len(frame), trusted: trustedResponse(req)}
 	c.inflight.Add(1)
 	c.touch()
 
@@ -377,6 +378,19 @@ func extraTimeout(req kmsg.Request) time.Duration {
 	return 0
 }
 
+// trustedResponse is how large a response to req may be and still get its
+// buffer in one allocation: for a fetch, what it asked for plus room for
+// the response's own fields (a broker may also exceed MaxBytes by one
+// batch, KIP-74: such a response grows as it arrives). The memory was
+// budgeted by whoever sized the request, so a lying size prefix costs no
+// more than an honest full response.
+func trustedResponse(req kmsg.Request) int {
+	if f, ok := req.(*kmsg.FetchRequest); ok && f.MaxBytes > 0 {
+		return int(f.MaxBytes) + 1<<20
+	}
+	return 0
+}
+
 // readLoop reads responses in order. It owns the read side of the socket.
 func (c *Conn) readLoop() {
 	defer c.readerWG.Done()
@@ -390,7 +404,7 @@ func (c *Conn) readLoop() {
 			return
 		}
 		c.nc.SetReadDeadline(cl.deadline)
-		body, err := wire.ReadFrame(c.nc, c.cfg.maxFrame(), buf[:0])
+		body, err := wire.ReadFrame(c.nc, c.cfg.maxFrame(), buf[:0], cl.trusted)
 		if err != nil {
 			var ne net.Error
 			switch {

@@ -128,7 +128,7 @@ func (h *handshake) roundTrip(req kmsg.Request) ([]byte, error) {
 	if _, err := h.nc.Write(frame); err != nil {
 		return nil, err
 	}
-	body, err := wire.ReadFrame(h.nc, h.cfg.maxFrame(), h.buf[:0])
+	body, err := wire.ReadFrame(h.nc, h.cfg.maxFrame(), h.buf[:0], 0)
 	if err != nil {
 		return nil, err
 	}

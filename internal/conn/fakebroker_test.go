@@ -107,7 +107,7 @@ func (r request) flexible() bool {
 
 // read reads and decodes the next request.
 func (bc *brokerConn) read() (request, error) {
-	body, err := wire.ReadFrame(bc, 0, nil)
+	body, err := wire.ReadFrame(bc, 0, nil, 0)
 	if err != nil {
 		return request{}, err
 	}

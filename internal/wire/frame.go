@@ -17,14 +17,14 @@ import (
 const DefaultMaxFrame = 100 << 20
 
 // growChunk bounds how far a body buffer grows ahead of the bytes actually
-// received for frames claiming more than trustedFrame, so a frame that
+// received for frames claiming more than they are trusted with, so a frame that
 // claims 90 MiB and sends 10 bytes costs at most a few MiB.
 const growChunk = 1 << 20
 
-// trustedFrame is the size up to which a frame's buffer is allocated at
-// once: what an ordinary fetch response needs, small enough that a lying
-// size prefix costs little.
-const trustedFrame = 8 << 20
+// TrustedFrame is the default size up to which a frame's buffer is
+// allocated at once: more than an ordinary response needs, small enough
+// that a lying size prefix costs little.
+const TrustedFrame = 8 << 20
 
 // FrameError describes why a frame was rejected. It matches errs.ErrMalformed.
 type FrameError struct {
@@ -45,9 +45,20 @@ func (e *FrameError) Unwrap() error { return errs.ErrMalformed }
 // ReadFrame reads one size-prefixed frame from r into buf (reusing its
 // capacity) and returns the body. maxSize <= 0 means DefaultMaxFrame.
 // A clean EOF before the size prefix is returned as io.EOF.
-func ReadFrame(r io.Reader, maxSize int32, buf []byte) ([]byte, error) {
+//
+// trusted is the size up to which the body's buffer is allocated at once
+// (<= 0 means TrustedFrame): the most the caller expects, such as a fetch
+// request's MaxBytes. Larger claims grow the buffer as their bytes arrive,
+// doubling, so a lying size prefix costs at most about twice what was
+// actually sent. A frame within trusted is read with no copy at all, which
+// matters for fetch responses: growing a 12 MiB response in steps copied
+// about as many bytes again as it held.
+func ReadFrame(r io.Reader, maxSize int32, buf []byte, trusted int) ([]byte, error) {
 	if maxSize <= 0 {
 		maxSize = DefaultMaxFrame
+	}
+	if trusted <= 0 {
+		trusted = TrustedFrame
 	}
 	var hdr [4]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
@@ -65,9 +76,9 @@ func ReadFrame(r io.Reader, maxSize int32, buf []byte) ([]byte, error) {
 	}
 	n := int(size)
 	buf = buf[:0]
-	if cap(buf) < n && n <= trustedFrame {
-		// Ordinary responses get their exact size in one allocation;
-		// only claims above trustedFrame grow as their bytes arrive.
+	if cap(buf) < n && n <= trusted {
+		// Expected responses get their exact size in one allocation;
+		// only claims above trusted grow as their bytes arrive.
 		buf = make([]byte, 0, n)
 	}
 	for len(buf) < n {

@@ -36,7 +36,7 @@ func TestReadFrame(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := ReadFrame(bytes.NewReader(tt.in), tt.max, nil)
+			got, err := ReadFrame(bytes.NewReader(tt.in), tt.max, nil, 0)
 			if !errors.Is(err, tt.wantErr) || (tt.wantErr == nil && err != nil) {
 				t.Fatalf("err = %v, want %v", err, tt.wantErr)
 			}
@@ -51,7 +51,7 @@ func TestReadFrame(t *testing.T) {
 func TestReadFrameTruncatedDoesNotAllocateClaimedSize(t *testing.T) {
 	in := frame(90<<20, []byte("tiny"))
 	before := totalAlloc()
-	_, err := ReadFrame(bytes.NewReader(in), 0, nil)
+	_, err := ReadFrame(bytes.NewReader(in), 0, nil, 0)
 	grew := totalAlloc() - before
 	if !errors.Is(err, errs.ErrMalformed) {
 		t.Fatalf("err = %v", err)
@@ -114,7 +114,7 @@ func FuzzReadFrame(f *testing.F) {
 	f.Add(frame(1<<30, []byte("x")))
 	f.Add([]byte{0, 0, 0})
 	f.Fuzz(func(t *testing.T, in []byte) {
-		body, err := ReadFrame(bytes.NewReader(in), 1<<16, nil)
+		body, err := ReadFrame(bytes.NewReader(in), 1<<16, nil, 0)
 		if err == nil {
 			if len(in) < 4 || int(binary.BigEndian.Uint32(in)) != len(body) {
 				t.Fatalf("body length %d does not match prefix", len(body))
@@ -122,4 +122,33 @@ func FuzzReadFrame(f *testing.F) {
 			_, _, _ = SplitResponse(body, true)
 		}
 	})
+}
+
+// A frame within the caller's trusted size is read into one buffer of its
+// exact size: no growth, no copy (a 12 MiB fetch response grown in steps
+// copied about as many bytes again as it held). Larger than trusted, it
+// still grows as its bytes arrive.
+func TestReadFrameTrustedOneAllocation(t *testing.T) {
+	const n = 12 << 20
+	in := frame(n, make([]byte, n))
+	r := bytes.NewReader(in)
+	allocs := testing.AllocsPerRun(5, func() {
+		r.Reset(in)
+		body, err := ReadFrame(r, 0, nil, n+1<<20)
+		if err != nil || len(body) != n || cap(body) != n {
+			t.Fatalf("len %d cap %d err %v", len(body), cap(body), err)
+		}
+	})
+	if allocs > 1 {
+		t.Fatalf("%v allocations for a trusted frame, want 1", allocs)
+	}
+	grown := testing.AllocsPerRun(5, func() {
+		r.Reset(in)
+		if _, err := ReadFrame(r, 0, nil, 0); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if grown < 2 {
+		t.Fatalf("%v allocations above the default trusted size: expected chunked growth", grown)
+	}
 }
