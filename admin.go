@@ -58,21 +58,23 @@ func (rs TopicResults) Err() error {
 
 // controllerRequest sends req to the controller (which KRaft clusters may
 // forward), retrying NOT_CONTROLLER after a metadata refresh, and falling
-// back to any broker when the controller is unknown.
+// back to any broker when the controller is unknown (-1) or is not among the
+// brokers the metadata lists: KRaft brokers report a random broker or an
+// unreachable controller id, and forward controller requests themselves.
 func (a *Admin) controllerRequest(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
 	cl := a.c.cl
 	var resp kmsg.Response
 	err := cl.Retry(ctx, func(ctx context.Context) error {
-		id := cl.Snapshot().Controller
-		if id < 0 {
+		snap := cl.Snapshot()
+		if _, ok := snap.Brokers[snap.Controller]; !ok {
 			if err := cl.RefreshMetadata(ctx, true); err != nil {
 				return err
 			}
-			id = cl.Snapshot().Controller
+			snap = cl.Snapshot()
 		}
 		var err error
-		if id >= 0 {
-			resp, err = cl.Request(ctx, id, cluster.ClassOther, req)
+		if _, ok := snap.Brokers[snap.Controller]; ok {
+			resp, err = cl.Request(ctx, snap.Controller, cluster.ClassOther, req)
 		} else {
 			resp, err = cl.RequestAny(ctx, req)
 		}

@@ -3,6 +3,8 @@ package riffle
 import (
 	"context"
 	"errors"
+	"net"
+	"strconv"
 	"testing"
 	"time"
 
@@ -201,5 +203,34 @@ func produceRaw(t *testing.T, ctx context.Context, cl *Client, leader int32, top
 	pr := resp.(*kmsg.ProduceResponse)
 	if code := pr.Topics[0].Partitions[0].ErrorCode; code != 0 {
 		t.Fatalf("produce: %v", KafkaErrorForCode(code))
+	}
+}
+
+// TestControllerNotAmongBrokers checks that controller requests fall back to
+// any broker when the metadata names a controller it does not list (KRaft
+// brokers forward to the active controller), instead of retrying until the
+// deadline.
+func TestControllerNotAmongBrokers(t *testing.T) {
+	fake := newFake(t, kfake.NumBrokers(1))
+	host, portStr, err := net.SplitHostPort(fake.ListenAddrs()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, _ := strconv.Atoi(portStr)
+	fake.ControlKey(int16(kmsg.Metadata), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		fake.KeepControl()
+		resp := kr.(*kmsg.MetadataRequest).ResponseKind().(*kmsg.MetadataResponse)
+		b := kmsg.NewMetadataResponseBroker()
+		b.NodeID, b.Host, b.Port = 0, host, int32(port)
+		resp.Brokers = append(resp.Brokers, b)
+		resp.ControllerID = 7 // not a broker of this metadata
+		return resp, nil, true
+	})
+	cl := newTestClient(t, SeedBrokers(fake.ListenAddrs()...))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	res, err := cl.Admin().CreateTopics(ctx, TopicSpec{Name: "x", Partitions: 1})
+	if err != nil || res.Err() != nil {
+		t.Fatalf("create with an unlisted controller: %v %v", err, res.Err())
 	}
 }
