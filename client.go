@@ -41,6 +41,12 @@ func NewClient(opts ...Option) (*Client, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.sasl != nil && cfg.sasl.Name() == "PLAIN" && cfg.tls == nil {
+		// Once per client, not per connection: the configuration is
+		// what is wrong, and a warning per dial would drown the log.
+		log.Warn("SASL PLAIN without DialTLS: the password crosses the network in clear text unless the Dialer encrypts",
+			"seeds", cfg.seeds)
+	}
 	cc := &conn.Config{
 		ClientID:        cfg.clientID,
 		SoftwareName:    "riffle",

@@ -382,6 +382,13 @@ func TestInvalidConfig(t *testing.T) {
 	for name, opts := range map[string][]Option{
 		"no seeds":       nil,
 		"bad seed":       {SeedBrokers("nohostport")},
+		"port too large": {SeedBrokers("a:1", "kafka:99999")},
+		"empty port":     {SeedBrokers("kafka:")},
+		"named port":     {SeedBrokers("kafka:http")},
+		"port zero":      {SeedBrokers("kafka:0")},
+		"no host":        {SeedBrokers(":9092")},
+		"empty seed":     {SeedBrokers("")},
+		"bad ipv6":       {SeedBrokers("::1:9092")},
 		"zero timeout":   {SeedBrokers("a:1"), RequestTimeout(0)},
 		"backoff":        {SeedBrokers("a:1"), RetryBackoff(time.Second, time.Millisecond)},
 		"tiny responses": {SeedBrokers("a:1"), MaxResponseSize(10)},

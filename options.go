@@ -3,9 +3,12 @@ package riffle
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
+	"strconv"
 	"time"
 
 	"github.com/riffle-go/riffle/internal/backoff"
@@ -81,9 +84,26 @@ func (c *clientConfig) validate() error {
 		return bad("reconnect backoff must satisfy 0 < min <= max")
 	}
 	for _, s := range c.seeds {
-		if _, _, err := net.SplitHostPort(s); err != nil {
-			return bad("seed %q is not host:port: %v", s, err)
+		if err := validSeed(s); err != nil {
+			return bad("seed %q: %v", s, err)
 		}
+	}
+	return nil
+}
+
+// validSeed checks host:port as Java's bootstrap.servers parsing does: a
+// host, and a numeric port in 1..65535. Errors here would otherwise only
+// surface as dial failures, retried until the deadline.
+func validSeed(s string) error {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return fmt.Errorf("not host:port: %w", err)
+	}
+	if host == "" {
+		return errors.New("no host")
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
+		return fmt.Errorf("port %q is not a number in 1..65535", port)
 	}
 	return nil
 }
@@ -126,7 +146,7 @@ func DialTLS(cfg *tls.Config) Option { return func(c *clientConfig) { c.tls = cf
 
 // SASL enables SASL authentication with m (see SASLPlain, SASLScramSHA256,
 // SASLScramSHA512).
-func SASL(m SASLMechanism) Option { return func(c *clientConfig) { c.sasl = m.m } }
+func SASL(m SASLMechanism) Option { return func(c *clientConfig) { c.sasl = m.mechanism() } }
 
 // RequestTimeout is how long a broker may take to answer a request before
 // the connection is considered wedged and closed (default 30 s, as Java's
@@ -188,26 +208,72 @@ func MaxVersions(apiKey, version int16) Option {
 }
 
 // SASLMechanism is a SASL mechanism with its credentials. Printing it never
-// shows the password.
-type SASLMechanism struct{ m sasl.Mechanism }
+// shows the password, with any fmt verb or slog, also as a field of another
+// struct.
+type SASLMechanism struct {
+	// A pointer: fmt cannot call methods through unexported fields, but
+	// it prints a nested pointer as an address instead of following it.
+	m *saslMech
+}
+
+type saslMech struct{ sasl.Mechanism }
+
+func newSASL(m sasl.Mechanism) SASLMechanism { return SASLMechanism{&saslMech{m}} }
+
+func (m SASLMechanism) mechanism() sasl.Mechanism {
+	if m.m == nil {
+		return nil
+	}
+	return m.m.Mechanism
+}
 
 // String names the mechanism without credentials.
 func (m SASLMechanism) String() string {
-	if m.m == nil {
+	if m.mechanism() == nil {
 		return "<none>"
 	}
-	return m.m.Name()
+	return m.mechanism().Name()
+}
+
+// GoString (%#v) shows the mechanism and user, never the password: without
+// it fmt prints the unexported fields, password included.
+func (m SASLMechanism) GoString() string {
+	if m.mechanism() == nil {
+		return "riffle.SASLMechanism{}"
+	}
+	return fmt.Sprintf("riffle.SASLMechanism{%#v}", m.mechanism())
+}
+
+// Format makes every fmt verb print String or GoString, so none (%d, %x,
+// %+v) reaches the fields.
+func (m SASLMechanism) Format(f fmt.State, verb rune) {
+	switch {
+	case verb == 'v' && f.Flag('#'):
+		io.WriteString(f, m.GoString())
+	case verb == 'v', verb == 's', verb == 'q', verb == 'x', verb == 'X':
+		fmt.Fprintf(f, fmt.FormatString(f, verb), m.String())
+	default:
+		io.WriteString(f, m.String())
+	}
+}
+
+// LogValue logs the mechanism and user, never the password.
+func (m SASLMechanism) LogValue() slog.Value {
+	if lv, ok := m.mechanism().(slog.LogValuer); ok {
+		return lv.LogValue()
+	}
+	return slog.StringValue(m.String())
 }
 
 // SASLPlain is SASL/PLAIN. Use it only over TLS: the password travels as is.
-func SASLPlain(user, pass string) SASLMechanism { return SASLMechanism{sasl.Plain(user, pass)} }
+func SASLPlain(user, pass string) SASLMechanism { return newSASL(sasl.Plain(user, pass)) }
 
 // SASLScramSHA256 is SASL/SCRAM-SHA-256 (RFC 7677).
 func SASLScramSHA256(user, pass string) SASLMechanism {
-	return SASLMechanism{sasl.ScramSHA256(user, pass)}
+	return newSASL(sasl.ScramSHA256(user, pass))
 }
 
 // SASLScramSHA512 is SASL/SCRAM-SHA-512.
 func SASLScramSHA512(user, pass string) SASLMechanism {
-	return SASLMechanism{sasl.ScramSHA512(user, pass)}
+	return newSASL(sasl.ScramSHA512(user, pass))
 }
