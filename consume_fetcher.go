@@ -1,6 +1,7 @@
 package riffle
 
 import (
+	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -19,7 +20,38 @@ type fetcher struct {
 	wake    chan struct{}
 	session fetch.Session
 	fails   int
-	scratch []batch.Record // decode buffer, reused across partitions
+	slab    slabSink // decodes each partition of a response
+}
+
+// slabSink converts a fetched partition's records straight into one slab
+// of Records: no intermediate copy of any record.
+type slabSink struct {
+	topic string
+	part  int32
+	recs  []Record
+}
+
+func (s *slabSink) Grow(n int) { s.recs = make([]Record, 0, n) }
+
+func (s *slabSink) Add(br batch.Record) {
+	if len(s.recs) == cap(s.recs) {
+		s.recs = append(s.recs, Record{})
+	} else {
+		s.recs = s.recs[:len(s.recs)+1]
+	}
+	// Field by field: a struct copy into the slab would run the GC's
+	// bulk write barrier over every record.
+	r := &s.recs[len(s.recs)-1]
+	r.Topic, r.Partition = s.topic, s.part
+	r.Key, r.Value, r.Headers = br.Key, br.Value, br.Headers
+	r.Timestamp = time.UnixMilli(br.Timestamp)
+	r.Offset = br.Offset
+}
+
+func (s *slabSink) Drop(n int) {
+	keep := len(s.recs) - n
+	clear(s.recs[keep:])
+	s.recs = s.recs[:keep]
 }
 
 func (f *fetcher) poke() {
@@ -50,8 +82,13 @@ func (f *fetcher) loop() {
 		plan := f.session.Plan(wants)
 		req := f.request(plan, reserve)
 		log := cs.c.log
-		log.Debug("fetch", "broker", f.node, "session", plan.SessionID, "epoch", plan.SessionEpoch,
-			"partitions", len(wants), "sent", len(plan.Send), "forgotten", len(plan.Forget))
+		// Guarded: the arguments would be boxed (allocated) even for a
+		// disabled level, per fetch and per partition.
+		debug := log.Enabled(cs.ctx, slog.LevelDebug)
+		if debug {
+			log.Debug("fetch", "broker", f.node, "session", plan.SessionID, "epoch", plan.SessionEpoch,
+				"partitions", len(wants), "sent", len(plan.Send), "forgotten", len(plan.Forget))
+		}
 		resp, err := f.do(req)
 		if err != nil {
 			cs.reserved.Add(-reserve)
@@ -87,24 +124,14 @@ func (f *fetcher) loop() {
 					log.Debug("fetch response for a partition not asked for", "broker", f.node, "topic", tp.Topic, "partition", tp.Partition)
 					continue // a partition the session still had; ignore
 				}
-				// Records are converted straight into one slab per
-				// partition: no intermediate copy survives the decode.
-				var slab []Record
-				topic, part := rt.Topic, rp.Partition
-				res := fetch.DecodePartitionTo(rp, s.offset, opts, &f.scratch,
-					func(total int) { slab = make([]Record, 0, total) },
-					func(rs []batch.Record) {
-						for i := range rs {
-							br := &rs[i]
-							slab = append(slab, Record{
-								Topic: topic, Partition: part,
-								Key: br.Key, Value: br.Value, Headers: br.Headers,
-								Timestamp: time.UnixMilli(br.Timestamp), Offset: br.Offset,
-							})
-						}
-					})
-				log.Debug("fetched", "broker", f.node, "topic", tp.Topic, "partition", tp.Partition,
-					"offset", s.offset, "records", len(res.Records), "next", res.NextOffset, "err", res.Err)
+				f.slab = slabSink{topic: rt.Topic, part: rp.Partition}
+				res := fetch.DecodePartitionTo(rp, s.offset, opts, &f.slab)
+				slab := f.slab.recs
+				f.slab.recs = nil
+				if debug {
+					log.Debug("fetched", "broker", f.node, "topic", tp.Topic, "partition", tp.Partition,
+						"offset", s.offset, "records", len(slab), "next", res.NextOffset, "err", res.Err)
+				}
 				if s.p.applyFetch(s.epoch, s.offset, res, slab) {
 					moved = true
 				}

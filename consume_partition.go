@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 
 	"github.com/riffle-go/riffle/internal/batch"
@@ -46,8 +45,7 @@ type cpart struct {
 	position    int64 // next offset to hand to the handler
 	processed   int64 // offset after the last finished record
 	hw          int64
-	buf         []*Record
-	bufBytes    int64
+	buf         recQueue // fetched, not yet handed to the handler
 	paused      bool
 	blocked     bool   // the sink took no more; until its wake
 	wakes       uint64 // sink wakes, to catch one that races a refusal
@@ -76,7 +74,7 @@ func (p *cpart) want(node int32) (offset int64, epoch uint64, leaderEpoch int32,
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.state != stateFetching || p.fetcher != node || p.paused || p.fetchErr != nil ||
-		p.bufBytes >= p.cs.cfg.partitionBuffer {
+		p.buf.bytes >= p.cs.cfg.partitionBuffer {
 		return 0, 0, 0, false
 	}
 	return p.fetchOffset, p.epoch, p.leaderEpoch, true
@@ -104,12 +102,12 @@ func (p *cpart) applyFetch(epoch uint64, offset int64, res fetch.Partition, recs
 	}
 	if len(recs) > 0 {
 		var bytes int64
-		p.buf = slices.Grow(p.buf, len(recs))
+		seg := make([]*Record, len(recs))
 		for i := range recs {
-			p.buf = append(p.buf, &recs[i])
+			seg[i] = &recs[i]
 			bytes += int64(recs[i].size())
 		}
-		p.bufBytes += bytes
+		p.buf.push(seg, bytes)
 		p.cs.buffered.Add(bytes)
 	}
 	if res.NextOffset > p.fetchOffset {
@@ -167,12 +165,7 @@ func (p *cpart) resetLocked(to StartOffset) {
 }
 
 func (p *cpart) dropBufferLocked() {
-	for i := range p.buf {
-		p.buf[i] = nil
-	}
-	p.buf = p.buf[:0]
-	p.cs.buffered.Add(-p.bufBytes)
-	p.bufBytes = 0
+	p.cs.buffered.Add(-p.buf.reset())
 }
 
 // scheduleLocked puts the partition on the run queue if it has work and no
@@ -181,7 +174,7 @@ func (p *cpart) scheduleLocked() {
 	if p.running || p.queued || p.paused || p.blocked || p.state != stateFetching {
 		return
 	}
-	if len(p.buf) == 0 && p.fetchErr == nil {
+	if p.buf.len() == 0 && p.fetchErr == nil {
 		return
 	}
 	p.queued = true
@@ -232,7 +225,7 @@ func (p *cpart) stats() PartitionStats {
 	defer p.mu.Unlock()
 	st := PartitionStats{
 		TopicPartition: p.tp, Position: p.position, Processed: p.processed, HighWatermark: p.hw,
-		BufferedRecords: len(p.buf), BufferedBytes: p.bufBytes, Paused: p.paused, Leader: p.fetcher,
+		BufferedRecords: p.buf.len(), BufferedBytes: p.buf.bytes, Paused: p.paused, Leader: p.fetcher,
 	}
 	if p.err != nil {
 		st.Err = p.err

@@ -72,7 +72,7 @@ func (cs *Consumer) run(p *cpart) {
 		p.mu.Unlock()
 		return
 	}
-	if len(p.buf) == 0 {
+	if p.buf.len() == 0 {
 		if fe := p.fetchErr; fe != nil {
 			p.fetchErr = nil
 			p.state = stateFailed
@@ -84,17 +84,9 @@ func (cs *Consumer) run(p *cpart) {
 		p.mu.Unlock()
 		return
 	}
-	n := min(len(p.buf), cs.cfg.maxBatchRecords)
-	chunk := make([]*Record, n)
-	copy(chunk, p.buf)
-	rest := copy(p.buf, p.buf[n:])
-	for i := rest; i < len(p.buf); i++ {
-		p.buf[i] = nil
-	}
-	p.buf = p.buf[:rest]
 	// The chunk leaves the partition's buffer but stays in the global
 	// budget until handled.
-	p.bufBytes -= recordsSize(chunk)
+	chunk, chunkBytes := p.buf.take(cs.cfg.maxBatchRecords)
 	p.running = true
 	gen := p.gen
 	ctx := p.ctx
@@ -103,13 +95,15 @@ func (cs *Consumer) run(p *cpart) {
 	handled, failErr := cs.handle(ctx, p, gen, chunk)
 
 	p.mu.Lock()
-	cs.buffered.Add(-recordsSize(chunk[:handled]))
-	left := recordsSize(chunk[handled:])
+	left := chunkBytes
+	if handled < len(chunk) {
+		left = recordsSize(chunk[handled:])
+	}
+	cs.buffered.Add(-(chunkBytes - left))
 	if handled < len(chunk) && p.gen == gen {
 		// Failed or paused mid-batch: keep the failed record (and what
 		// follows) at the head, so a resume hands it over next.
-		p.buf = append(chunk[handled:len(chunk):len(chunk)], p.buf...)
-		p.bufBytes += left
+		p.buf.pushFront(chunk[handled:], left)
 		p.position = chunk[handled].Offset
 		if failErr != nil {
 			p.state = stateFailed
@@ -170,26 +164,43 @@ func (cs *Consumer) handle(ctx context.Context, p *cpart, gen uint64, chunk []*R
 		p.mu.Unlock()
 		return len(chunk), nil
 	}
-	for i, r := range chunk {
-		p.mu.Lock()
-		if p.gen != gen || p.paused {
-			// Revoked or reset (the rest is dropped), or paused (the
-			// rest goes back to the buffer): no further handler call.
+	// One critical section per record: it records the previous record
+	// as processed and checks, before the next handler call, that the
+	// partition is still ours and not paused. One safeCall for the whole
+	// chunk: a panic is attributed to the record that was running.
+	done := 0
+	stopped := false
+	err := safeCall(func() error {
+		for i, r := range chunk {
+			p.mu.Lock()
+			if i > 0 && (p.gen == gen || p.state == stateRevoked) {
+				p.processed = chunk[i-1].Offset + 1
+			}
+			if p.gen != gen || p.paused {
+				// Revoked or reset (the rest is dropped), or paused
+				// (the rest goes back to the buffer): no further
+				// handler call.
+				p.mu.Unlock()
+				stopped = true
+				return nil
+			}
+			p.position = r.Offset + 1
 			p.mu.Unlock()
-			return i, nil
+			if err := cs.cfg.onRecord(ctx, r); err != nil {
+				return err
+			}
+			done = i + 1
 		}
-		p.position = r.Offset + 1
-		p.mu.Unlock()
-		if err := safeCall(func() error { return cs.cfg.onRecord(ctx, r) }); err != nil {
-			return i, err
-		}
+		return nil
+	})
+	if err == nil && !stopped && done > 0 {
 		p.mu.Lock()
 		if p.gen == gen || p.state == stateRevoked {
-			p.processed = r.Offset + 1
+			p.processed = chunk[done-1].Offset + 1
 		}
 		p.mu.Unlock()
 	}
-	return len(chunk), nil
+	return done, err
 }
 
 // safeCall runs a handler, turning a panic into an error for that record:

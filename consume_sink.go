@@ -36,7 +36,7 @@ func (cs *Consumer) offer(p *cpart, gen uint64, chunk []*Record) int {
 		return 0
 	}
 	b := rsink.Batch[*Record]{Gen: gen, Start: p.startAt, Meta: p.meta, Recs: chunk, Next: -1}
-	if len(p.buf) == 0 && p.fetchErr == nil {
+	if p.buf.len() == 0 && p.fetchErr == nil {
 		b.Next = p.fetchOffset
 	}
 	wakes := p.wakes

@@ -37,6 +37,10 @@ type consumeSpec struct {
 	addr    string
 	topic   string
 	perPart []int64
+	// perRecord: the handler is called per record (riffle HandleRecord,
+	// franz-go EachRecord) instead of per batch (HandleBatch,
+	// EachPartition).
+	perRecord bool
 }
 
 // consumerUnderTest is one client in consume. run creates the client,
@@ -97,14 +101,20 @@ func consumeRiffle(ctx context.Context, spec consumeSpec, t *tally, notes *noteS
 		return err
 	}
 	defer cl.Close()
-	cs, err := riffle.NewConsumer(cl,
-		riffle.HandleBatch(func(_ context.Context, b *riffle.FetchBatch) error {
-			p := int(b.Partition)
-			for _, r := range b.Records {
-				t.add(p, r.Offset)
-			}
+	handler := riffle.HandleBatch(func(_ context.Context, b *riffle.FetchBatch) error {
+		p := int(b.Partition)
+		for _, r := range b.Records {
+			t.add(p, r.Offset)
+		}
+		return nil
+	})
+	if spec.perRecord {
+		handler = riffle.HandleRecord(func(_ context.Context, r *riffle.Record) error {
+			t.add(int(r.Partition), r.Offset)
 			return nil
-		}),
+		})
+	}
+	cs, err := riffle.NewConsumer(cl, handler,
 		riffle.OnPartitionError(func(pe *riffle.PartitionError) { notes.add("partition error: %v", pe) }),
 	)
 	if err != nil {
@@ -145,6 +155,10 @@ func consumeFranz(ctx context.Context, spec consumeSpec, t *tally, notes *noteSe
 			return err
 		}
 		fs.EachError(func(topic string, p int32, err error) { notes.add("fetch error %s[%d]: %v", topic, p, err) })
+		if spec.perRecord {
+			fs.EachRecord(func(r *kgo.Record) { t.add(int(r.Partition), r.Offset) })
+			continue
+		}
 		fs.EachPartition(func(ftp kgo.FetchTopicPartition) {
 			p := int(ftp.Partition)
 			for _, r := range ftp.Records {
@@ -351,12 +365,18 @@ type resultRow struct {
 	invalid bool
 	runs    []string
 	note    string
+	cpu     time.Duration // median client CPU over all runs
 }
 
 func summarise(runs []consumeResult, records int64) resultRow {
 	rs := slices.Clone(runs)
 	slices.SortFunc(rs, func(a, b consumeResult) int { return cmp.Compare(a.wall, b.wall) })
 	rw := resultRow{res: rs[len(rs)/2]}
+	cpus := make([]time.Duration, len(runs))
+	for i, x := range runs {
+		cpus[i] = x.cpu
+	}
+	rw.cpu = median(cpus)
 	var notes []string
 	for _, x := range runs { // in run order
 		mark := ""
@@ -409,6 +429,23 @@ func printResultTable(names, versions []string, rows map[string]resultRow, recor
 	return tw.Flush()
 }
 
+// ratioLines prints ratioLine and then "<prefix> cpu ratio: X", X being
+// a's median CPU per record over b's (medians over all runs; below 1,
+// a spends less).
+func ratioLines(prefix, aName, bName string, rows map[string]resultRow, records int64) {
+	ratioLine(prefix, aName, bName, rows, records)
+	ra, aok := rows[aName]
+	rb, bok := rows[bName]
+	switch {
+	case !aok || !bok:
+		fmt.Printf("%s cpu ratio: n/a (not run)\n", prefix)
+	case ra.invalid || rb.invalid:
+		fmt.Printf("%s cpu ratio: n/a (an invalid run)\n", prefix)
+	default:
+		fmt.Printf("%s cpu ratio: %.2f\n", prefix, ra.cpu.Seconds()/rb.cpu.Seconds())
+	}
+}
+
 // ratioLine prints "<prefix> riffle/<peer> throughput ratio: X" for the
 // rows a and b (X = a's records/s over b's), or n/a with the reason.
 func ratioLine(prefix, aName, bName string, rows map[string]resultRow, records int64) {
@@ -446,11 +483,19 @@ func runConsume(ctx context.Context, args []string) error {
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of riffle's runs (only) to this file")
 	memProfile := fs.String("memprofile", "", "write allocation profiles taken before and after riffle's runs to this file.base and this file (read with pprof -diff_base)")
 	profClient := fs.String("profile", "riffle", "the client whose runs -cpuprofile and -memprofile profile")
+	handler := fs.String("handler", "batch", "batch: riffle HandleBatch, franz-go EachPartition; record: riffle HandleRecord, franz-go EachRecord (sarama and kafka-go are per record either way)")
+	codec := fs.String("compression", "none", "codec of the preloaded batches: none, lz4 or zstd")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *records < 1 || *size < 1 || *partitions < 1 || *rounds < 1 || *timeout <= 0 {
 		return errors.New("-records, -size, -partitions, -rounds and -timeout must be positive")
+	}
+	if *handler != "batch" && *handler != "record" {
+		return fmt.Errorf("-handler %q: want batch or record", *handler)
+	}
+	if _, err := riffleCodec(*codec); err != nil {
+		return err
 	}
 	selected, err := selectClients(consumersUnderTest(), func(c consumerUnderTest) string { return c.name }, *only)
 	if err != nil {
@@ -464,22 +509,22 @@ func runConsume(ctx context.Context, args []string) error {
 			perPart[p]++
 		}
 	}
-	fmt.Printf("consume: %d records of %d bytes (no key) in %d partitions of %q (%d to %d per partition), read from the earliest offsets\n",
-		*records, *size, *partitions, "bench", slices.Min(perPart), slices.Max(perPart))
-	pl, err := startPreloaded(ctx, "bench", perPart, *size)
+	fmt.Printf("consume: %d records of %d bytes (no key) in %d partitions of %q (%d to %d per partition), read from the earliest offsets; %s handler\n",
+		*records, *size, *partitions, "bench", slices.Min(perPart), slices.Max(perPart), *handler)
+	pl, err := startPreloaded(ctx, "bench", perPart, *size, *codec)
 	if err != nil {
 		return err
 	}
 	defer pl.stop()
-	fmt.Printf("broker: 1 kfake broker in a child process, storing records; preloaded once by Riffle's producer (idempotent, linger %s, no compression) in %s\n",
-		fmtDur(produceLinger), fmtDur(pl.took))
+	fmt.Printf("broker: 1 kfake broker in a child process, storing records; preloaded once by Riffle's producer (idempotent, linger %s, compression %s) in %s\n",
+		fmtDur(produceLinger), *codec, fmtDur(pl.took))
 	fmt.Printf("batches: %s\n", pl.layout)
 	fmt.Printf("every client run reads the same preloaded broker; each run must deliver every offset of every partition exactly once, in order\n")
 	fmt.Printf("measured in this process: wall from client construction until the last record was delivered; CPU (getrusage RUSAGE_SELF) and\n")
 	fmt.Printf("bytes allocated (TotalAlloc) from construction until the client was closed; broker CPU from /proc over the same span\n")
 	fmt.Printf("GOMAXPROCS %d, %d CPUs; load average before: %s\n\n", runtime.GOMAXPROCS(0), runtime.NumCPU(), loadAvg())
 
-	spec := consumeSpec{addr: pl.addr, topic: "bench", perPart: perPart}
+	spec := consumeSpec{addr: pl.addr, topic: "bench", perPart: perPart, perRecord: *handler == "record"}
 	results := map[string][]consumeResult{}
 	for range *rounds {
 		for _, c := range selected {
@@ -547,6 +592,6 @@ func runConsume(ctx context.Context, args []string) error {
 		fmt.Printf("best peer: %s at %.0f records/s; ", best, bestRate)
 		ratioLine("riffle/"+best, "riffle", best, rows, *records)
 	}
-	ratioLine("consume riffle/franz-go", "riffle", "franz-go", rows, *records)
+	ratioLines("consume riffle/franz-go", "riffle", "franz-go", rows, *records)
 	return nil
 }

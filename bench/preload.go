@@ -42,10 +42,10 @@ type preloaded struct {
 // startPreloaded starts a broker process that stores records (no
 // BlackholeProduce) with one topic of len(perPart) partitions, and
 // produces perPart[p] records of size bytes to partition p with an
-// idempotent Riffle producer (manual partitioning, 5 ms linger, no
-// compression). It then checks that every partition's high watermark is
+// idempotent Riffle producer (manual partitioning, 5 ms linger, codec
+// none, lz4 or zstd). It then checks that every partition's high watermark is
 // exactly what was produced.
-func startPreloaded(ctx context.Context, topic string, perPart []int64, size int) (*preloaded, error) {
+func startPreloaded(ctx context.Context, topic string, perPart []int64, size int, codec string) (*preloaded, error) {
 	srv, err := startKfakeServer(ctx, topic, len(perPart), false)
 	if err != nil {
 		return nil, err
@@ -53,7 +53,7 @@ func startPreloaded(ctx context.Context, topic string, perPart []int64, size int
 	pl := &preloaded{srv: srv, addr: srv.addr, topic: topic, perPart: perPart}
 	cpu0, _ := procCPU(srv.cmd.Process.Pid)
 	start := time.Now()
-	if err := preloadRecords(ctx, srv.addr, topic, perPart, size); err != nil {
+	if err := preloadRecords(ctx, srv.addr, topic, perPart, size, codec); err != nil {
 		srv.stop()
 		return nil, fmt.Errorf("preloading: %w", err)
 	}
@@ -155,7 +155,11 @@ func (pl *preloaded) stop() {
 	}
 }
 
-func preloadRecords(ctx context.Context, addr, topic string, perPart []int64, size int) error {
+func preloadRecords(ctx context.Context, addr, topic string, perPart []int64, size int, codec string) error {
+	c, err := riffleCodec(codec)
+	if err != nil {
+		return err
+	}
 	cl, err := riffle.NewClient(riffle.SeedBrokers(addr))
 	if err != nil {
 		return err
@@ -163,6 +167,7 @@ func preloadRecords(ctx context.Context, addr, topic string, perPart []int64, si
 	defer cl.Close()
 	p, err := riffle.NewProducer(cl,
 		riffle.WithPartitioner(riffle.ManualPartitioner()),
+		riffle.WithCompression(c),
 		riffle.Linger(produceLinger))
 	if err != nil {
 		return err

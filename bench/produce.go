@@ -109,14 +109,9 @@ func producersUnderTest() []producerUnderTest {
 // produceRiffle: NewProducer with its defaults (idempotent, acks=all) and
 // an explicit 5 ms linger; asynchronous Produce, then Flush and Close.
 func produceRiffle(ctx context.Context, spec produceSpec, counts *produceCounts) error {
-	var codec riffle.Compression
-	switch spec.codec {
-	case "none":
-		codec = riffle.CompressionNone
-	case "lz4":
-		codec = riffle.CompressionLZ4
-	case "zstd":
-		codec = riffle.CompressionZstd
+	codec, err := riffleCodec(spec.codec)
+	if err != nil {
+		return err
 	}
 	cl, err := riffle.NewClient(riffle.SeedBrokers(spec.addr))
 	if err != nil {
@@ -134,6 +129,19 @@ func produceRiffle(ctx context.Context, spec produceSpec, counts *produceCounts)
 	ferr := p.Flush(ctx)
 	cerr := p.Close(ctx)
 	return errors.Join(ferr, cerr)
+}
+
+// riffleCodec maps a -compression value to Riffle's codec.
+func riffleCodec(name string) (riffle.Compression, error) {
+	switch name {
+	case "none":
+		return riffle.CompressionNone, nil
+	case "lz4":
+		return riffle.CompressionLZ4, nil
+	case "zstd":
+		return riffle.CompressionZstd, nil
+	}
+	return 0, fmt.Errorf("-compression %q: want none, lz4 or zstd", name)
 }
 
 // produceFranz: kgo defaults (idempotent, acks=all) with a 5 ms linger.

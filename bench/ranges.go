@@ -166,7 +166,7 @@ func runRanges(ctx context.Context, args []string) error {
 		}
 	}
 	const topic = "ranges"
-	pl, err := startPreloaded(ctx, topic, perPart, *size)
+	pl, err := startPreloaded(ctx, topic, perPart, *size, "none")
 	if err != nil {
 		return err
 	}
@@ -250,6 +250,6 @@ func runRanges(ctx context.Context, args []string) error {
 		fmt.Println("a mode marked invalid delivered something other than exactly the planned offsets in some run (see its note)")
 	}
 	ratioLine("(b)/(c)", modes[1].name, modes[2].name, rows, *records)
-	ratioLine("ranges riffle/franz-go", modes[0].name, modes[2].name, rows, *records)
+	ratioLines("ranges riffle/franz-go", modes[0].name, modes[2].name, rows, *records)
 	return nil
 }

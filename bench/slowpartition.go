@@ -285,7 +285,7 @@ func runSlowPartition(ctx context.Context, args []string) error {
 		parts, *records, *size)
 	fmt.Printf("(a) the handler does nothing; (b) the handler sleeps %s on every record of partition 0 only (it would need %s for all of it)\n",
 		fmtDur(*delay), fmtDur(time.Duration(*records)**delay))
-	pl, err := startPreloaded(ctx, "slow", perPart, *size)
+	pl, err := startPreloaded(ctx, "slow", perPart, *size, "none")
 	if err != nil {
 		return err
 	}

@@ -255,17 +255,49 @@ func (b *Batch) Bytes() []byte { return b.raw }
 //
 // On error, dst is returned unchanged along with a *BatchError.
 func (b *Batch) AppendRecords(dst []Record) ([]Record, error) {
+	orig := dst
+	if n := int(b.NumRecords); n > 0 && n <= len(b.records) {
+		// Grow geometrically: a fetch response holds many batches
+		// appended to one slice, and growing to exactly len+n would
+		// copy everything decoded so far once per batch. (n is bounded
+		// by the raw size: a hostile count allocates nothing.)
+		dst = slices.Grow(dst, n)
+	}
+	if _, err := b.EachRecord(func(r Record) { dst = append(dst, r) }); err != nil {
+		clear(dst[len(orig):])
+		return orig, err
+	}
+	return dst, nil
+}
+
+// EachRecord decodes the batch's records, decompressing them first if
+// needed, and calls fn with each in order. (By value: a pointer to a
+// reused Record would escape to the heap through fn.) Its byte slices
+// alias the input (or the decompressed buffer) and may be kept, as with
+// AppendRecords.
+//
+// It returns how many records fn saw. On error (a *BatchError) the batch is
+// corrupt, and the n records fn already saw belong to it: a caller that
+// wants whole batches or nothing must drop them.
+func (b *Batch) EachRecord(fn func(r Record)) (n int, err error) {
 	if b.Magic != 2 {
-		return b.appendLegacy(dst)
+		recs, err := b.appendLegacy(nil)
+		if err != nil {
+			return 0, err
+		}
+		for _, r := range recs {
+			fn(r)
+		}
+		return len(recs), nil
 	}
 	if err := b.decompress(); err != nil {
-		return dst, err
+		return 0, err
 	}
-	out, reason := appendV2Records(dst, b.records, b)
+	n, reason := decodeV2Records(b.records, b, fn)
 	if reason != "" {
-		return dst, &BatchError{Offset: b.BaseOffset, Pos: b.pos, Err: ErrCorrupt, Reason: reason}
+		return n, &BatchError{Offset: b.BaseOffset, Pos: b.pos, Err: ErrCorrupt, Reason: reason}
 	}
-	return out, nil
+	return n, nil
 }
 
 // decompress replaces b.records with their decompressed form, once.
@@ -298,26 +330,22 @@ func decompressError(offset int64, pos int, err error) *BatchError {
 // anything is allocated for them.
 const minRecordSize = 7
 
-// appendV2Records decodes n records from data. It returns a non-empty reason
-// on malformed input (strings rather than errors keep the hot loop free of
+// decodeV2Records decodes the batch's records from data, calling fn with
+// each; it returns how many it passed, and a non-empty reason on malformed
+// input (strings rather than errors keep the hot loop free of
 // allocation-prone code).
-func appendV2Records(dst []Record, data []byte, b *Batch) ([]Record, string) {
+func decodeV2Records(data []byte, b *Batch, fn func(Record)) (int, string) {
 	n := int(b.NumRecords)
 	if n > len(data)/minRecordSize {
-		return dst, "record count exceeds batch size"
+		return 0, "record count exceeds batch size"
 	}
-	orig := len(dst)
-	// Grow geometrically: a fetch response holds many batches appended
-	// to one slice, and growing to exactly len+n would copy everything
-	// decoded so far once per batch.
-	dst = slices.Grow(dst, n)
 	logAppend := b.TimestampType == TimestampLogAppendTime
 	var hdrs []Header // shared backing store for all records' headers
 	p := 0
-	for range n {
+	for i := range n {
 		length, q := readVarint(data, p)
 		if q < 0 || length < 0 || int(length) > len(data)-q {
-			return dst[:orig], "bad record length"
+			return i, "bad record length"
 		}
 		end := q + int(length)
 		rec := data[:end] // reads below cannot run past the record
@@ -328,7 +356,7 @@ func appendV2Records(dst []Record, data []byte, b *Batch) ([]Record, string) {
 		value, q := readBytes(rec, q)
 		nh, q := readVarint(rec, q)
 		if q < 0 || nh < 0 || int(nh) > (end-q)/2 {
-			return dst[:orig], "malformed record"
+			return i, "malformed record"
 		}
 		var headers []Header
 		if nh > 0 {
@@ -338,32 +366,26 @@ func appendV2Records(dst []Record, data []byte, b *Batch) ([]Record, string) {
 				hk, q = readBytes(rec, q)
 				hv, q = readBytes(rec, q)
 				if q < 0 || hk == nil {
-					return dst[:orig], "malformed record header"
+					return i, "malformed record header"
 				}
 				hdrs = append(hdrs, Header{Key: aliasString(hk), Value: hv})
 			}
 			headers = hdrs[start:len(hdrs):len(hdrs)]
 		}
 		if q != end {
-			return dst[:orig], "record length mismatch"
+			return i, "record length mismatch"
 		}
 		ts := b.BaseTimestamp + tsDelta
 		if logAppend {
 			ts = b.MaxTimestamp
 		}
-		dst = append(dst, Record{
-			Key:       key,
-			Value:     value,
-			Headers:   headers,
-			Timestamp: ts,
-			Offset:    b.BaseOffset + int64(offDelta),
-		})
+		fn(Record{Key: key, Value: value, Headers: headers, Timestamp: ts, Offset: b.BaseOffset + int64(offDelta)})
 		p = end
 	}
 	if p != len(data) {
-		return dst[:orig], "trailing bytes after records"
+		return n, "trailing bytes after records"
 	}
-	return dst, ""
+	return n, ""
 }
 
 // aliasString returns b as a string without copying. Header keys decoded

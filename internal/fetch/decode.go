@@ -3,6 +3,7 @@ package fetch
 import (
 	"errors"
 	"io"
+	"slices"
 
 	"github.com/riffle-go/riffle/internal/batch"
 	"github.com/riffle-go/riffle/internal/kafkaerr"
@@ -36,21 +37,47 @@ type Partition struct {
 // DecodePartition decodes one partition of a fetch response fetched from
 // fetchOffset, with the records in Records. It never panics on any input.
 func DecodePartition(rp *kmsg.FetchResponseTopicPartition, fetchOffset int64, opts DecodeOptions) Partition {
-	var recs []batch.Record
-	out := DecodePartitionTo(rp, fetchOffset, opts, nil,
-		func(total int) { recs = make([]batch.Record, 0, total) },
-		func(rs []batch.Record) { recs = append(recs, rs...) })
-	out.Records = recs
+	var sink SliceSink
+	out := DecodePartitionTo(rp, fetchOffset, opts, &sink)
+	out.Records = sink.Records
 	return out
 }
 
-// DecodePartitionTo is DecodePartition for callers with their own record
-// type: it calls size once with an upper bound of the records to come, then
-// emit with each batch's records (which alias the response and, after emit
-// returns, are overwritten: convert them, don't keep the slice). scratch,
-// if not nil, is reused across calls to decode into. Records is left nil.
-func DecodePartitionTo(rp *kmsg.FetchResponseTopicPartition, fetchOffset int64, opts DecodeOptions,
-	scratch *[]batch.Record, size func(total int), emit func([]batch.Record)) Partition {
+// Sink receives the records of one fetched partition as they are decoded,
+// for callers with their own record type: converting each record as it
+// comes avoids a second copy of every record.
+type Sink interface {
+	// Grow is called once, before the first Add, with an upper bound of
+	// the records to come.
+	Grow(n int)
+	// Add takes the next record, in offset order. Its byte slices alias
+	// the response (or a decompressed buffer) and may be kept.
+	Add(r batch.Record)
+	// Drop removes the last n records added: their batch turned out to
+	// be corrupt, and records are delivered in whole batches or not at all.
+	Drop(n int)
+}
+
+// SliceSink is a Sink collecting batch.Records.
+type SliceSink struct{ Records []batch.Record }
+
+// Grow implements Sink.
+func (s *SliceSink) Grow(n int) { s.Records = slices.Grow(s.Records, n) }
+
+// Add implements Sink.
+func (s *SliceSink) Add(r batch.Record) { s.Records = append(s.Records, r) }
+
+// Drop implements Sink.
+func (s *SliceSink) Drop(n int) {
+	keep := len(s.Records) - n
+	clear(s.Records[keep:])
+	s.Records = s.Records[:keep]
+}
+
+// DecodePartitionTo is DecodePartition delivering the records to sink
+// instead of Records, which it leaves nil. Records before the fetch offset
+// (the broker returns whole batches) are skipped.
+func DecodePartitionTo(rp *kmsg.FetchResponseTopicPartition, fetchOffset int64, opts DecodeOptions, sink Sink) Partition {
 	out := Partition{
 		NextOffset:    fetchOffset,
 		HighWatermark: rp.HighWatermark,
@@ -70,7 +97,8 @@ func DecodePartitionTo(rp *kmsg.FetchResponseTopicPartition, fetchOffset int64, 
 		filter = batch.NewAbortFilter(aborted)
 	}
 	// First pass: batch headers only (cheap), deciding what to keep; then
-	// one allocation for every record, instead of growing per batch.
+	// the sink sizes itself once for every record, instead of growing per
+	// batch.
 	it := batch.NewIterator(rp.RecordBatches, opts.Batch)
 	var keep []batch.Batch
 	var total int
@@ -106,40 +134,26 @@ func DecodePartitionTo(rp *kmsg.FetchResponseTopicPartition, fetchOffset int64, 
 		out.NextOffset = b.LastOffset + 1
 	}
 	if total > 0 {
-		size(total)
+		sink.Grow(total)
 	}
-	var buf []batch.Record
-	if scratch != nil {
-		buf = *scratch
-	}
-	first := true
 	for i := range keep {
 		b := &keep[i]
-		recs, err := b.AppendRecords(buf[:0])
+		added := 0
+		_, err := b.EachRecord(func(r batch.Record) {
+			if r.Offset >= fetchOffset {
+				sink.Add(r)
+				added++
+			}
+		})
 		if err != nil {
 			// Records before the bad batch stand; resume at it.
+			if added > 0 {
+				sink.Drop(added)
+			}
 			out.NextOffset = b.BaseOffset
 			out.Err = err
-			break
+			return out
 		}
-		buf = recs
-		if first {
-			// Drop records before the fetch offset (first batch).
-			j := 0
-			for j < len(recs) && recs[j].Offset < fetchOffset {
-				j++
-			}
-			recs = recs[j:]
-			first = false
-		}
-		emit(recs)
-	}
-	if scratch != nil {
-		clear(buf)
-		*scratch = buf[:0]
-	}
-	if out.Err != nil {
-		return out
 	}
 	if stopErr != nil {
 		out.Err = stopErr
