@@ -60,7 +60,7 @@ type call struct {
 	deadline time.Time
 	start    time.Time
 	written  int
-	trusted  int // response size read without growing; see wire.ReadFrame
+	trusted  int         // response size read without growing; see wire.ReadFrame
 	done     chan result // buffered 1; finish sends exactly once
 	finished atomic.Bool
 }
