@@ -1,6 +1,9 @@
 package riffle
 
-import "math/rand/v2"
+import (
+	"math/rand/v2"
+	"sync/atomic"
+)
 
 // Partitioner chooses partitions for records without an explicit
 // partition. The producer asks it for a TopicPartitioner once per topic.
@@ -24,13 +27,22 @@ func DefaultPartitioner() Partitioner { return defaultPartitioner{} }
 
 type defaultPartitioner struct{}
 
-func (defaultPartitioner) ForTopic(string) TopicPartitioner {
-	return &keyOrSticky{sticky: stickyState{cur: -1}}
-}
+func (defaultPartitioner) ForTopic(string) TopicPartitioner { return &keyOrSticky{} }
+
+// concurrentSafe marks the built-in TopicPartitioners, which are safe for
+// concurrent use: the producer calls them without the topic's lock, which
+// every record of the topic would otherwise take.
+type concurrentSafe interface{ concurrentSafe() }
 
 type keyOrSticky struct {
 	sticky stickyState
 }
+
+func (*keyOrSticky) concurrentSafe() {}
+func (*stickyOnly) concurrentSafe()  {}
+func (*rrTopic) concurrentSafe()     {}
+func (keyTopic) concurrentSafe()     {}
+func (manualTopic) concurrentSafe()  {}
 
 func (p *keyOrSticky) Partition(r *Record, n int) int {
 	if r.Key != nil {
@@ -47,7 +59,7 @@ func StickyPartitioner() Partitioner { return stickyPartitioner{} }
 type stickyPartitioner struct{}
 
 func (stickyPartitioner) ForTopic(string) TopicPartitioner {
-	return &stickyOnly{stickyState{cur: -1}}
+	return &stickyOnly{}
 }
 
 type stickyOnly struct{ s stickyState }
@@ -58,22 +70,32 @@ func (p *stickyOnly) Partition(r *Record, n int) int { return p.s.next(r, n) }
 // next is chosen: the default batch size (KIP-794 uses batch.size).
 const stickySwitchBytes = 16 << 10
 
-type stickyState struct {
-	cur   int
-	bytes int
-}
+// stickyState is the current sticky partition and the bytes sent to it,
+// in one word so that concurrent producers update both with one
+// compare-and-swap: the partition plus one in the high 32 bits (0: none
+// chosen yet), the bytes in the low 32.
+type stickyState struct{ w atomic.Uint64 }
 
 func (s *stickyState) next(r *Record, n int) int {
-	if s.cur < 0 || s.cur >= n || s.bytes >= stickySwitchBytes {
-		prev := s.cur
-		s.cur = rand.IntN(n)
-		if n > 1 && s.cur == prev {
-			s.cur = (s.cur + 1) % n
+	// Capped, so the low half never overflows: a record this large
+	// switches partitions after it anyway.
+	size := uint64(min(len(r.Key)+len(r.Value), stickySwitchBytes))
+	for {
+		old := s.w.Load()
+		cur, bytes := int(old>>32)-1, old&0xffffffff
+		nw := old + size
+		if cur < 0 || cur >= n || bytes >= stickySwitchBytes {
+			prev := cur
+			cur = rand.IntN(n)
+			if n > 1 && cur == prev {
+				cur = (cur + 1) % n
+			}
+			nw = uint64(cur+1)<<32 | size
 		}
-		s.bytes = 0
+		if s.w.CompareAndSwap(old, nw) {
+			return cur
+		}
 	}
-	s.bytes += len(r.Key) + len(r.Value)
-	return s.cur
 }
 
 // RoundRobinPartitioner sends records to partitions in turn, ignoring keys.
@@ -83,11 +105,10 @@ type roundRobin struct{}
 
 func (roundRobin) ForTopic(string) TopicPartitioner { return &rrTopic{} }
 
-type rrTopic struct{ n int }
+type rrTopic struct{ n atomic.Uint64 }
 
 func (p *rrTopic) Partition(_ *Record, n int) int {
-	p.n++
-	return p.n % n
+	return int(p.n.Add(1) % uint64(n))
 }
 
 // KeyPartitioner is murmur2(key) % partitions for every record; records

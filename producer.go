@@ -119,7 +119,7 @@ type pendingRecord struct {
 	rec  *Record
 	fn   func(*Record, error)
 	size int
-	gen  uint64 // flush generation
+	gen  *flushGen // counts the record until its outcome
 }
 
 // pbatch is the payload of a sealed batch in the sequence state machine.
@@ -387,118 +387,19 @@ func (t *topicState) pick(p *Producer, rec *Record) (*partState, error) {
 		}
 		return parts[rec.Partition], nil
 	}
-	t.mu.Lock()
-	i := t.tp.Partition(rec, n)
-	t.mu.Unlock()
+	var i int
+	if _, ok := t.tp.(concurrentSafe); ok {
+		i = t.tp.Partition(rec, n)
+	} else {
+		t.mu.Lock()
+		i = t.tp.Partition(rec, n)
+		t.mu.Unlock()
+	}
 	if i < 0 || i >= n {
 		return nil, fmt.Errorf("%w: partitioner chose %s[%d] (topic has %d partitions)", ErrInvalidPartition, t.name, i, n)
 	}
 	rec.Partition = int32(i)
 	return parts[i], nil
-}
-
-// limiter bounds buffered bytes and records, and tracks which flush
-// generation each buffered record belongs to, so Flush waits only for the
-// records produced before it, however fast others keep producing. Waiters
-// block on a channel that is replaced on every release, so they can also
-// watch a context.
-type limiter struct {
-	mu          sync.Mutex
-	bytes, recs int64
-	maxB, maxR  int64
-	gen         uint64           // generation of records produced now
-	cur         int64            // records of gen not yet finished
-	outstanding map[uint64]int64 // records not yet finished, per older generation
-	changed     chan struct{}
-}
-
-// genCount is a number of records of one flush generation.
-type genCount struct {
-	gen uint64
-	n   int64
-}
-
-func (l *limiter) init(maxB, maxR int64) {
-	l.maxB, l.maxR = maxB, maxR
-	l.changed = make(chan struct{})
-	l.outstanding = map[uint64]int64{}
-}
-
-// acquire reserves room for one record of n bytes and returns the flush
-// generation the record belongs to.
-func (l *limiter) acquire(ctx context.Context, n int64, failFast bool) (uint64, error) {
-	for {
-		l.mu.Lock()
-		// A record larger than the whole buffer is admitted alone, so it
-		// can never wait forever.
-		if (l.bytes+n <= l.maxB || l.bytes == 0) && l.recs < l.maxR {
-			l.bytes += n
-			l.recs++
-			l.cur++ // the current generation's count lives outside the map
-			g := l.gen
-			l.mu.Unlock()
-			return g, nil
-		}
-		ch := l.changed
-		l.mu.Unlock()
-		if failFast {
-			return 0, ErrBufferFull
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return 0, fmt.Errorf("waiting for producer buffer space: %w", ctx.Err())
-		}
-	}
-}
-
-func (l *limiter) release(n int64, gens []genCount) {
-	l.mu.Lock()
-	l.bytes -= n
-	for _, g := range gens {
-		l.recs -= g.n
-		if g.gen == l.gen {
-			l.cur -= g.n
-			continue
-		}
-		if l.outstanding[g.gen] -= g.n; l.outstanding[g.gen] <= 0 {
-			delete(l.outstanding, g.gen)
-		}
-	}
-	close(l.changed)
-	l.changed = make(chan struct{})
-	l.mu.Unlock()
-}
-
-// releaseOne releases a single record that never entered a batch.
-func (l *limiter) releaseOne(n int64, gen uint64) {
-	l.release(n, []genCount{{gen, 1}})
-}
-
-// flushMark starts a new generation and returns the first generation that
-// a flush started now does not wait for.
-func (l *limiter) flushMark() uint64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.cur > 0 {
-		l.outstanding[l.gen] = l.cur
-	}
-	l.cur = 0
-	l.gen++
-	return l.gen
-}
-
-// pendingBefore returns whether records of generations below g are still
-// outstanding, and a channel that changes when that may have changed.
-func (l *limiter) pendingBefore(g uint64) (<-chan struct{}, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for gen := range l.outstanding {
-		if gen < g {
-			return l.changed, true
-		}
-	}
-	return nil, false
 }
 
 // finish fires the callbacks of a batch exactly once.
@@ -507,13 +408,22 @@ func (p *Producer) finish(b *pbatch, topic string, partition int32, baseOffset i
 		return
 	}
 	var bytes int64
-	var gens []genCount
+	// Records of a batch mostly share one flush generation: count them
+	// off in runs.
+	drained := false
+	var g *flushGen
+	run := int64(0)
 	for _, pr := range b.recs {
-		if n := len(gens); n > 0 && gens[n-1].gen == pr.gen {
-			gens[n-1].n++
-		} else {
-			gens = append(gens, genCount{pr.gen, 1})
+		if pr.gen != g {
+			if g != nil {
+				drained = g.done(run) || drained
+			}
+			g, run = pr.gen, 0
 		}
+		run++
+	}
+	if g != nil {
+		drained = g.done(run) || drained
 	}
 	for i, pr := range b.recs {
 		pr.rec.Partition = partition
@@ -534,7 +444,7 @@ func (p *Producer) finish(b *pbatch, topic string, partition int32, baseOffset i
 	}
 	// Free the buffer before the callbacks: a callback that produces
 	// again must find the room this batch held.
-	p.buf.release(bytes, gens)
+	p.buf.release(bytes, int64(len(b.recs)), drained)
 	for _, pr := range b.recs {
 		pr.fn(pr.rec, err)
 	}

@@ -51,11 +51,41 @@ const produceLinger = 5 * time.Millisecond
 
 // produceSpec is what one client run writes.
 type produceSpec struct {
-	addr    string // the broker
-	topic   string
-	records int
-	codec   string // none, lz4 or zstd
-	values  valuePool
+	addr       string // the broker
+	topic      string
+	records    int
+	codec      string // none, lz4 or zstd
+	values     valuePool
+	keys       *valuePool // nil: no keys
+	goroutines int        // producing goroutines (1: the calling one)
+}
+
+// key returns record i's key, nil without keys.
+func (s produceSpec) key(i int) []byte {
+	if s.keys == nil {
+		return nil
+	}
+	return s.keys.at(i)
+}
+
+// each calls fn for every record index, from spec.goroutines goroutines
+// (goroutine g takes g, g+n, g+2n, ...), and returns when all are done.
+func (s produceSpec) each(fn func(i int)) {
+	if s.goroutines <= 1 {
+		for i := range s.records {
+			fn(i)
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	for g := range s.goroutines {
+		wg.Go(func() {
+			for i := g; i < s.records; i += s.goroutines {
+				fn(i)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // produceCounts collects the outcome of every record of one run. Each
@@ -123,9 +153,9 @@ func produceRiffle(ctx context.Context, spec produceSpec, counts *produceCounts)
 		return err
 	}
 	cb := func(_ *riffle.Record, err error) { counts.done(err) }
-	for i := range spec.records {
-		p.Produce(ctx, &riffle.Record{Topic: spec.topic, Value: spec.values.at(i)}, cb)
-	}
+	spec.each(func(i int) {
+		p.Produce(ctx, &riffle.Record{Topic: spec.topic, Key: spec.key(i), Value: spec.values.at(i)}, cb)
+	})
 	ferr := p.Flush(ctx)
 	cerr := p.Close(ctx)
 	return errors.Join(ferr, cerr)
@@ -166,9 +196,9 @@ func produceFranz(ctx context.Context, spec produceSpec, counts *produceCounts) 
 	}
 	defer cl.Close()
 	cb := func(_ *kgo.Record, err error) { counts.done(err) }
-	for i := range spec.records {
-		cl.Produce(ctx, &kgo.Record{Topic: spec.topic, Value: spec.values.at(i)}, cb)
-	}
+	spec.each(func(i int) {
+		cl.Produce(ctx, &kgo.Record{Topic: spec.topic, Key: spec.key(i), Value: spec.values.at(i)}, cb)
+	})
 	return cl.Flush(ctx)
 }
 
@@ -210,19 +240,22 @@ func produceSarama(ctx context.Context, spec produceSpec, counts *produceCounts)
 			counts.done(e.Err)
 		}
 	}()
-	sent := 0
-	for i := range spec.records {
+	var sentN atomic.Int64
+	spec.each(func(i int) {
+		if ctx.Err() != nil {
+			return
+		}
 		msg := &sarama.ProducerMessage{Topic: spec.topic, Value: sarama.ByteEncoder(spec.values.at(i))}
+		if k := spec.key(i); k != nil {
+			msg.Key = sarama.ByteEncoder(k)
+		}
 		select {
 		case p.Input() <- msg:
-			sent++
+			sentN.Add(1)
 		case <-ctx.Done():
 		}
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	if unsent := spec.records - sent; unsent > 0 {
+	})
+	if unsent := spec.records - int(sentN.Load()); unsent > 0 {
 		counts.doneN(unsent, fmt.Errorf("not handed to the producer: %w", ctx.Err()))
 	}
 	p.AsyncClose()
@@ -255,11 +288,14 @@ func produceKafkaGo(ctx context.Context, spec produceSpec, counts *produceCounts
 			counts.doneN(len(msgs), err)
 		},
 	}
-	for i := range spec.records {
-		if err := w.WriteMessages(ctx, segkafka.Message{Value: spec.values.at(i)}); err != nil {
+	if spec.keys != nil {
+		w.Balancer = &segkafka.Hash{} // by key, as the other clients' defaults do
+	}
+	spec.each(func(i int) {
+		if err := w.WriteMessages(ctx, segkafka.Message{Key: spec.key(i), Value: spec.values.at(i)}); err != nil {
 			counts.done(fmt.Errorf("WriteMessages: %w", err))
 		}
-	}
+	})
 	var closeErr error
 	if err := waitCtx(ctx, func() { closeErr = w.Close() }); err != nil {
 		return err
@@ -289,6 +325,16 @@ type valuePool struct {
 	buf  []byte
 	size int
 	n    int
+}
+
+// newKeyPool returns n distinct keys, "key-0000000" and on, in one buffer.
+func newKeyPool(n int) valuePool {
+	const size = 11
+	buf := make([]byte, 0, size*n)
+	for i := range n {
+		buf = fmt.Appendf(buf, "key-%07d", i)
+	}
+	return valuePool{buf: buf, size: size, n: n}
 }
 
 func newValuePool(size, n int) valuePool {
@@ -365,7 +411,7 @@ func (r produceResult) recsPerSec(records int) float64 {
 
 // produceOnce starts a fresh broker process, runs one client against it and
 // measures the run.
-func produceOnce(ctx context.Context, p producerUnderTest, spec produceSpec, partitions int, blackhole bool, timeout time.Duration) (produceResult, error) {
+func produceOnce(ctx context.Context, p producerUnderTest, spec produceSpec, partitions int, blackhole bool, timeout time.Duration, cpuProfile string) (produceResult, error) {
 	srv, err := startKfakeServer(ctx, spec.topic, partitions, blackhole)
 	if err != nil {
 		return produceResult{}, err
@@ -380,7 +426,9 @@ func produceOnce(ctx context.Context, p producerUnderTest, spec produceSpec, par
 
 	var counts produceCounts
 	rctx, cancel := context.WithTimeout(ctx, timeout)
+	stopProfile := profiling(cpuProfile)
 	runErr := p.run(rctx, spec, &counts)
+	stopProfile()
 	cancel()
 
 	wall := time.Since(start)
@@ -469,12 +517,15 @@ func runProduce(ctx context.Context, args []string) error {
 	partitions := fs.Int("partitions", 12, "partitions of the topic")
 	rounds := fs.Int("rounds", 3, "runs per client, in rounds; the run with the median throughput is shown")
 	timeout := fs.Duration("timeout", 5*time.Minute, "give up on one client run after this long")
+	goroutines := fs.Int("goroutines", 1, "goroutines producing at once (records are dealt out round-robin)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of riffle's runs (only) to this file (file, file.2, ... per run)")
+	keys := fs.Int("keys", 0, "distinct record keys (0: no keys); keyed records go to their key's partition by each client's default hash partitioner")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	switch {
-	case *records < 1 || *size < 1 || *partitions < 1 || *rounds < 1 || *timeout <= 0:
-		return errors.New("-records, -size, -partitions, -rounds and -timeout must be positive")
+	case *records < 1 || *size < 1 || *partitions < 1 || *rounds < 1 || *timeout <= 0 || *goroutines < 1 || *keys < 0:
+		return errors.New("-records, -size, -partitions, -rounds, -timeout and -goroutines must be positive, -keys not negative")
 	case *compression != "none" && *compression != "lz4" && *compression != "zstd":
 		return fmt.Errorf("-compression %q: want none, lz4 or zstd", *compression)
 	}
@@ -505,14 +556,21 @@ func runProduce(ctx context.Context, args []string) error {
 		codec:   *compression,
 		// 10007 distinct values (a prime, so the cycle does not line up
 		// with partitions or batches), fewer for big values: at most 16 MiB.
-		values: newValuePool(*size, min(10007, max(1, (16<<20) / *size))),
+		values:     newValuePool(*size, min(10007, max(1, (16<<20) / *size))),
+		goroutines: *goroutines,
+	}
+	keyDesc := "no key"
+	if *keys > 0 {
+		kp := newKeyPool(*keys)
+		spec.keys = &kp
+		keyDesc = fmt.Sprintf("%d distinct keys", *keys)
 	}
 	storage := "BlackholeProduce on: records are validated (CRC, idempotent sequences) and acknowledged, then discarded"
 	if !*blackhole {
 		storage = "BlackholeProduce off: kfake stores every record in memory"
 	}
-	fmt.Printf("produce: %d records of %d bytes (no key) to %q, %d partitions; acks=all, linger %s, compression %s\n",
-		*records, *size, spec.topic, *partitions, fmtDur(produceLinger), *compression)
+	fmt.Printf("produce: %d records of %d bytes (%s) to %q, %d partitions, from %d goroutine(s); acks=all, linger %s, compression %s\n",
+		*records, *size, keyDesc, spec.topic, *partitions, *goroutines, fmtDur(produceLinger), *compression)
 	fmt.Printf("broker: 1 kfake broker in a child process, fresh for every client run; %s\n", storage)
 	fmt.Printf("measured in this process from client construction to Close: wall time, CPU (getrusage RUSAGE_SELF), bytes allocated (TotalAlloc)\n")
 	fmt.Printf("GOMAXPROCS %d, %d CPUs; load average before: %s\n\n", runtime.GOMAXPROCS(0), runtime.NumCPU(), loadAvg())
@@ -523,7 +581,11 @@ func runProduce(ctx context.Context, args []string) error {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			res, err := produceOnce(ctx, p, spec, *partitions, *blackhole, *timeout)
+			prof := ""
+			if p.name == "riffle" {
+				prof = *cpuProfile
+			}
+			res, err := produceOnce(ctx, p, spec, *partitions, *blackhole, *timeout, prof)
 			if err != nil {
 				return fmt.Errorf("round %d, %s: %w", r+1, p.name, err)
 			}
@@ -656,13 +718,23 @@ func runProduce(ctx context.Context, args []string) error {
 	}
 
 	franzRate, franzWhy := rate("franz-go")
+	medianCPU := func(name string) time.Duration {
+		var cs []time.Duration
+		for _, r := range results[name] {
+			cs = append(cs, r.cpu)
+		}
+		return median(cs)
+	}
 	switch {
 	case riffleWhy != "":
 		fmt.Printf("produce riffle/franz-go throughput ratio: n/a (%s)\n", riffleWhy)
+		fmt.Printf("produce riffle/franz-go cpu ratio: n/a (%s)\n", riffleWhy)
 	case franzWhy != "":
 		fmt.Printf("produce riffle/franz-go throughput ratio: n/a (%s)\n", franzWhy)
+		fmt.Printf("produce riffle/franz-go cpu ratio: n/a (%s)\n", franzWhy)
 	default:
 		fmt.Printf("produce riffle/franz-go throughput ratio: %.2f\n", riffleRate/franzRate)
+		fmt.Printf("produce riffle/franz-go cpu ratio: %.2f\n", medianCPU("riffle").Seconds()/medianCPU("franz-go").Seconds())
 	}
 	return nil
 }

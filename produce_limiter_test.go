@@ -1,0 +1,199 @@
+package riffle
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+)
+
+func newTestLimiter(maxB, maxR int64) *limiter {
+	l := new(limiter)
+	l.init(maxB, maxR)
+	return l
+}
+
+func TestLimiterBounds(t *testing.T) {
+	l := newTestLimiter(100, 3)
+	ctx := context.Background()
+	g, err := l.acquire(ctx, 60, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.acquire(ctx, 50, true); !errors.Is(err, ErrBufferFull) {
+		t.Fatalf("over the byte limit: %v", err)
+	}
+	g2, _ := l.acquire(ctx, 20, true)
+	g3, _ := l.acquire(ctx, 20, true)
+	if _, err := l.acquire(ctx, 1, true); !errors.Is(err, ErrBufferFull) {
+		t.Fatalf("over the record limit: %v", err)
+	}
+	if l.bytes.Load() != 100 || l.recs.Load() != 3 {
+		t.Fatalf("bytes %d recs %d after a refused record", l.bytes.Load(), l.recs.Load())
+	}
+	l.releaseOne(60, g)
+	l.releaseOne(20, g2)
+	l.releaseOne(20, g3)
+	// A record larger than the whole buffer goes in alone.
+	big, err := l.acquire(ctx, 1000, true)
+	if err != nil {
+		t.Fatalf("oversized record refused on an empty buffer: %v", err)
+	}
+	if _, err := l.acquire(ctx, 1, true); !errors.Is(err, ErrBufferFull) {
+		t.Fatalf("a record admitted next to an oversized one: %v", err)
+	}
+	l.releaseOne(1000, big)
+	if l.bytes.Load() != 0 || l.recs.Load() != 0 {
+		t.Fatalf("bytes %d recs %d at rest", l.bytes.Load(), l.recs.Load())
+	}
+}
+
+// A producer blocked on a full buffer wakes when room is released, and
+// gives up with its context.
+func TestLimiterWaits(t *testing.T) {
+	l := newTestLimiter(10, 100)
+	g, _ := l.acquire(context.Background(), 10, false)
+	got := make(chan error, 1)
+	go func() {
+		_, err := l.acquire(context.Background(), 5, false)
+		got <- err
+	}()
+	select {
+	case err := <-got:
+		t.Fatalf("acquired on a full buffer: %v", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	l.releaseOne(10, g)
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		_, err := l.acquire(ctx, 10, false)
+		got <- err
+	}()
+	cancel()
+	if err := <-got; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled wait: %v", err)
+	}
+	if l.waiters.Load() != 0 {
+		t.Fatalf("%d waiters left registered", l.waiters.Load())
+	}
+}
+
+// Flush waits for the generations before it only: records produced after
+// the mark do not hold it, records before it do until their outcome.
+func TestLimiterFlushGenerations(t *testing.T) {
+	l := newTestLimiter(1<<20, 1<<20)
+	ctx := context.Background()
+	before, _ := l.acquire(ctx, 1, false)
+	mark := l.flushMark()
+	after, _ := l.acquire(ctx, 1, false)
+	if before == after {
+		t.Fatal("a record produced after the mark joined the flushed generation")
+	}
+	ch, pending := l.pendingBefore(mark)
+	if !pending {
+		t.Fatal("flush does not wait for the record before it")
+	}
+	l.releaseOne(1, before)
+	select {
+	case <-ch:
+	case <-time.After(time.Second):
+		t.Fatal("finishing the last record before the mark did not wake the flush")
+	}
+	if _, pending := l.pendingBefore(mark); pending {
+		t.Fatal("still pending with only a later record outstanding")
+	}
+	l.releaseOne(1, after)
+}
+
+// Many goroutines acquiring, holding, releasing and flushing: the counts
+// always come back to zero, no flush waits for ever, and no flush returns
+// while a record whose acquire returned before the flush began is still
+// out.
+func TestLimiterConcurrent(t *testing.T) {
+	l := newTestLimiter(1000, 50)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	type rec struct {
+		g        *flushGen
+		size     int64
+		released bool
+	}
+	var mu sync.Mutex
+	live := map[*rec]bool{}
+	var workers, flushers sync.WaitGroup
+	for w := range 8 {
+		workers.Go(func() {
+			var held []*rec
+			release := func(r *rec) {
+				// Marked before the release: a flush that sees
+				// the generation finished must see the mark.
+				mu.Lock()
+				r.released = true
+				delete(live, r)
+				mu.Unlock()
+				l.releaseOne(r.size, r.g)
+			}
+			for i := range 3000 {
+				size := int64(1 + (w+i)%40)
+				g, err := l.acquire(ctx, size, false)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				r := &rec{g: g, size: size}
+				mu.Lock()
+				live[r] = true
+				mu.Unlock()
+				held = append(held, r)
+				if len(held) > 4 {
+					release(held[0])
+					held = held[1:]
+				}
+			}
+			for _, r := range held {
+				release(r)
+			}
+		})
+	}
+	for range 2 {
+		flushers.Go(func() {
+			for range 300 {
+				mu.Lock()
+				var before []*rec
+				for r := range live {
+					before = append(before, r)
+				}
+				mu.Unlock()
+				mark := l.flushMark()
+				for {
+					ch, pending := l.pendingBefore(mark)
+					if !pending {
+						break
+					}
+					select {
+					case <-ch:
+					case <-ctx.Done():
+						t.Error("flush never finished")
+						return
+					}
+				}
+				mu.Lock()
+				for _, r := range before {
+					if !r.released {
+						t.Error("flush returned before a record acquired before it was released")
+					}
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	workers.Wait()
+	flushers.Wait()
+	if l.bytes.Load() != 0 || l.recs.Load() != 0 {
+		t.Fatalf("bytes %d recs %d at rest", l.bytes.Load(), l.recs.Load())
+	}
+}
