@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -81,7 +82,9 @@ func WaitForData() Option { return func(c *config) { c.wait = true } }
 // stable offset).
 func ReadCommitted() Option { return func(c *config) { c.readCommitted = true } }
 
-// FetchBytes sets the bytes asked for per fetch (default 4 MiB).
+// FetchBytes sets the most bytes asked for per fetch (default 4 MiB). A
+// read asks for what its range still needs, estimated from the record
+// sizes the Reader has seen on the topic, up to this.
 func FetchBytes(n int32) Option { return func(c *config) { c.maxBytes = n } }
 
 // Reader reads ranges. It is safe for concurrent use and meant to be kept
@@ -92,6 +95,7 @@ type Reader struct {
 	cfg    config
 	closed atomic.Bool
 	reads  atomic.Int64
+	sizes  sync.Map // topic -> *atomic.Int64: wire bytes per offset, learned
 }
 
 // NewReader returns a reader using the client's connections.
@@ -124,9 +128,11 @@ func (r *Reader) Read(ctx context.Context, rg Range, fn func(*riffle.Record) err
 	}
 	r.reads.Add(1)
 	offset := rg.Low
-	opts := fetch.DecodeOptions{ReadCommitted: r.cfg.readCommitted, Batch: batch.DecodeOptions{SkipCRC: !r.cfg.checkCRC}}
+	opts := fetch.DecodeOptions{ReadCommitted: r.cfg.readCommitted, Batch: batch.DecodeOptions{SkipCRC: !r.cfg.checkCRC}, End: rg.High}
 	var failures int
 	var rec riffle.Record
+	var sink fetch.SliceSink // reused by every fetch of this read
+	est := r.estimate(rg.Topic)
 	for offset < rg.High {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -135,7 +141,7 @@ func (r *Reader) Read(ctx context.Context, rg Range, fn func(*riffle.Record) err
 		if err != nil {
 			return err
 		}
-		resp, err := r.fetchOnce(ctx, pm.Leader, rg, offset, 0)
+		resp, err := r.fetchOnce(ctx, pm.Leader, rg, offset, 0, r.fetchSize(est, rg.High-offset))
 		if err != nil {
 			if !errs.IsRetriable(err) {
 				return err
@@ -146,7 +152,11 @@ func (r *Reader) Read(ctx context.Context, rg Range, fn func(*riffle.Record) err
 			}
 			continue
 		}
-		res := fetch.DecodePartition(resp, offset, opts)
+		clear(sink.Records)
+		sink.Records = sink.Records[:0]
+		res := fetch.DecodePartitionTo(resp, offset, opts, &sink)
+		res.Records = sink.Records
+		learn(est, res.Bytes, res.NextOffset-offset)
 		if res.Err != nil {
 			var ke *kafkaerr.Error
 			switch {
@@ -240,14 +250,57 @@ func (r *Reader) pause(ctx context.Context, failures int) error {
 	}
 }
 
+// A read sizes each fetch from what its range still needs: offsets left
+// times the wire bytes per offset seen so far on the topic (so a task of
+// 100 small records does not pull 4 MiB from the broker and decode it),
+// plus a margin, within [minFetch, FetchBytes]. A topic never read yet
+// starts from a guess of initialBytesPerOffset; too small a guess costs
+// one more fetch, and the broker always returns at least one whole batch.
+const (
+	minFetch              = 16 << 10
+	initialBytesPerOffset = 1 << 10
+)
+
+// estimate returns the topic's learned bytes per offset.
+func (r *Reader) estimate(topic string) *atomic.Int64 {
+	if v, ok := r.sizes.Load(topic); ok {
+		return v.(*atomic.Int64)
+	}
+	est := new(atomic.Int64)
+	est.Store(initialBytesPerOffset)
+	v, _ := r.sizes.LoadOrStore(topic, est)
+	return v.(*atomic.Int64)
+}
+
+// learn folds one fetch (bytes received covering offsets) into est, half
+// old and half new so one odd fetch (a trailing partial batch, a gap of
+// compacted offsets) does not swing it far.
+func learn(est *atomic.Int64, bytes int, offsets int64) {
+	if offsets <= 0 || bytes <= 0 {
+		return
+	}
+	per := max(int64(bytes)/offsets, 1)
+	est.Store((est.Load() + per + 1) / 2)
+}
+
+// fetchSize is how many bytes to ask for to read left more offsets.
+func (r *Reader) fetchSize(est *atomic.Int64, left int64) int32 {
+	want := left*est.Load() + left*est.Load()/8 + minFetch // an eighth more, and room for one batch's overhead
+	if left > int64(r.cfg.maxBytes) || want > int64(r.cfg.maxBytes) || want < 0 {
+		return r.cfg.maxBytes
+	}
+	return int32(max(want, minFetch))
+}
+
 // fetchOnce fetches one partition at offset on the leader's read
-// connection, without a fetch session (reads are short-lived).
-func (r *Reader) fetchOnce(ctx context.Context, leader int32, rg Range, offset int64, wait time.Duration) (*kmsg.FetchResponseTopicPartition, error) {
+// connection, without a fetch session (reads are short-lived), asking for
+// up to maxBytes.
+func (r *Reader) fetchOnce(ctx context.Context, leader int32, rg Range, offset int64, wait time.Duration, maxBytes int32) (*kmsg.FetchResponseTopicPartition, error) {
 	req := kmsg.NewPtrFetchRequest()
 	req.ReplicaID = -1
 	req.MaxWaitMillis = int32(wait.Milliseconds())
 	req.MinBytes = 1
-	req.MaxBytes = r.cfg.maxBytes
+	req.MaxBytes = maxBytes
 	req.SessionEpoch = -1
 	if r.cfg.readCommitted {
 		req.IsolationLevel = 1
@@ -257,7 +310,7 @@ func (r *Reader) fetchOnce(ctx context.Context, leader int32, rg Range, offset i
 	p := kmsg.NewFetchRequestTopicPartition()
 	p.Partition = rg.Partition
 	p.FetchOffset = offset
-	p.PartitionMaxBytes = r.cfg.maxBytes
+	p.PartitionMaxBytes = maxBytes
 	p.CurrentLeaderEpoch = -1
 	p.LogStartOffset = -1
 	t.Partitions = append(t.Partitions, p)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -342,5 +343,56 @@ func txn(t *testing.T, cl *riffle.Client, topic string, partition int32, values 
 	}
 	if code := resp.(*kmsg.EndTxnResponse).ErrorCode; code != 0 {
 		t.Fatalf("end txn: %v", riffle.KafkaErrorForCode(code))
+	}
+}
+
+// fetchBytes counts the bytes of Fetch responses a client reads.
+type fetchBytes struct{ n atomic.Int64 }
+
+func (f *fetchBytes) OnBrokerRequest(_ riffle.BrokerInfo, e riffle.RequestEvent) {
+	if e.APIKey == kmsg.Fetch.Int16() {
+		f.n.Add(int64(e.BytesRead))
+	}
+}
+
+// A small range asks the broker for about what it needs, not for the
+// Reader's 4 MiB maximum: reading 20 records of a 2,000-record partition
+// (1 KiB values, 16 KiB batches) must not pull most of the partition.
+func TestSmallRangeFetchesWhatItNeeds(t *testing.T) {
+	c := rifftest.New(t, rifftest.Topic("t", 1))
+	var fb fetchBytes
+	cl, err := riffle.NewClient(riffle.SeedBrokers(c.Addrs()...), riffle.WithHooks(&fb))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	p, err := riffle.NewProducer(cl, riffle.WithPartitioner(riffle.ManualPartitioner()), riffle.MaxBatchBytes(16<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	value := make([]byte, 1024)
+	for range 2000 {
+		p.Produce(ctx, &riffle.Record{Topic: "t", Value: value}, nil)
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := ranges.NewReader(cl)
+	defer r.Close()
+	// The first read of a topic learns its record size; the later ones
+	// are sized from it.
+	for _, low := range []int64{0, 500, 1000, 1500} {
+		before := fb.n.Load()
+		offs, err := collect(t, r, ranges.Range{Topic: "t", Partition: 0, Low: low, High: low + 20})
+		if err != nil || len(offs) != 20 {
+			t.Fatalf("[%d, %d): %d records, %v", low, low+20, len(offs), err)
+		}
+		// 20 KiB of records, at most two 16 KiB batches around them,
+		// and the margin: far below the partition's 2 MiB.
+		if got := fb.n.Load() - before; low > 0 && got > 128<<10 {
+			t.Fatalf("reading 20 records at %d read %d bytes of fetch responses", low, got)
+		}
 	}
 }

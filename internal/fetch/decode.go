@@ -14,6 +14,10 @@ import (
 type DecodeOptions struct {
 	ReadCommitted bool
 	Batch         batch.DecodeOptions
+	// End, if positive, is an offset the caller needs nothing at or
+	// past: batches starting there are not decoded, and NextOffset stops
+	// at the first of them (the offsets before it hold no records).
+	End int64
 }
 
 // Partition is the decoded result of one partition of a fetch response.
@@ -28,6 +32,9 @@ type Partition struct {
 	HighWatermark int64
 	LastStable    int64
 	LogStart      int64
+	// Bytes is how many bytes of the response the batches up to
+	// NextOffset took (with End, those after it are not counted).
+	Bytes int
 	// Err is the partition's Kafka error, or a *batch.BatchError for a
 	// corrupt batch. Records before a corrupt batch are still returned
 	// and NextOffset stops at it.
@@ -112,6 +119,10 @@ func DecodePartitionTo(rp *kmsg.FetchResponseTopicPartition, fetchOffset int64, 
 			stopErr = err
 			break
 		}
+		if opts.End > 0 && b.BaseOffset >= opts.End {
+			out.NextOffset = max(out.NextOffset, b.BaseOffset)
+			break
+		}
 		if b.LastOffset < fetchOffset {
 			// A batch the broker returned from before our offset (it
 			// sends whole batches): skip, but let the filter see it.
@@ -132,6 +143,7 @@ func DecodePartitionTo(rp *kmsg.FetchResponseTopicPartition, fetchOffset int64, 
 			total += int(b.NumRecords)
 		}
 		out.NextOffset = b.LastOffset + 1
+		out.Bytes = it.Pos()
 	}
 	if total > 0 {
 		sink.Grow(total)

@@ -90,3 +90,26 @@ func TestDecodePartitionToGrowBound(t *testing.T) {
 		t.Fatalf("added %d, grow %d", c.added, c.grow)
 	}
 }
+
+// With End, batches starting at or past it are not decoded, and the next
+// offset stops before them.
+func TestDecodePartitionToEnd(t *testing.T) {
+	data := append(encodeAt(t, 0, 4), encodeAt(t, 4, 4)...)
+	data = append(data, breakLastRecord(encodeAt(t, 8, 4))...) // never decoded
+	rp := &kmsg.FetchResponseTopicPartition{HighWatermark: 12, LastStableOffset: 12, RecordBatches: data}
+	var sink SliceSink
+	res := DecodePartitionTo(rp, 1, DecodeOptions{End: 6}, &sink)
+	if res.Err != nil || res.NextOffset != 8 || len(sink.Records) != 7 {
+		t.Fatalf("err %v next %d records %d; want nil, 8, 7 (1..7: the batch holding 6 is whole)", res.Err, res.NextOffset, len(sink.Records))
+	}
+	if want := 2 * len(encodeAt(t, 0, 4)); res.Bytes != want {
+		t.Fatalf("bytes %d, want %d (the two batches read)", res.Bytes, want)
+	}
+	// A gap (compaction): nothing in [4, 6) past batch 0..3 but a batch
+	// at 20: the next offset moves to it.
+	gap := append(encodeAt(t, 0, 4), encodeAt(t, 20, 2)...)
+	res = DecodePartitionTo(&kmsg.FetchResponseTopicPartition{HighWatermark: 22, LastStableOffset: 22, RecordBatches: gap}, 4, DecodeOptions{End: 6}, &SliceSink{})
+	if res.Err != nil || res.NextOffset != 20 {
+		t.Fatalf("gap: err %v next %d, want 20", res.Err, res.NextOffset)
+	}
+}
