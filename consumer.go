@@ -169,8 +169,8 @@ func (cs *Consumer) Commit(ctx context.Context) error {
 	if cs.member == nil {
 		return fmt.Errorf("%w: Commit needs a consumer group", ErrInvalidConfig)
 	}
-	offs, metas := cs.processedOffsets(cs.member.ownedList())
-	return cs.member.commits.commitSync(ctx, offs, metas)
+	offs, metas, own := cs.member.ownedPositions()
+	return cs.member.commits.commitSync(ctx, offs, metas, own)
 }
 
 // CommitOffsets synchronously commits the given offsets (the next offset to
@@ -179,7 +179,7 @@ func (cs *Consumer) CommitOffsets(ctx context.Context, offsets map[TopicPartitio
 	if cs.member == nil {
 		return fmt.Errorf("%w: CommitOffsets needs a consumer group", ErrInvalidConfig)
 	}
-	return cs.member.commits.commitSync(ctx, offsets, nil)
+	return cs.member.commits.commitSync(ctx, offsets, nil, nil)
 }
 
 // CommitAsync commits like Commit without waiting; fn (may be nil) gets
@@ -192,9 +192,9 @@ func (cs *Consumer) CommitAsync(fn func(error)) {
 		}
 		return
 	}
-	offsets, metas := cs.processedOffsets(cs.member.ownedList())
+	offsets, metas, own := cs.member.ownedPositions()
 	w := make(chan error, 1)
-	cs.member.commits.enqueue(offsets, metas, w)
+	cs.member.commits.enqueue(offsets, metas, own, w)
 	if fn != nil {
 		cs.goOwned(func() {
 			select {
@@ -436,7 +436,9 @@ func (cs *Consumer) Stats() ConsumerStats {
 // goroutine is stopped before Close returns. It returns the positions
 // reached. A group member drains until three quarters of ctx's remaining
 // time (at most 5 s before its deadline), keeping the rest for the final
-// commit, then leaves the group.
+// commit; then, in the Java client's order, it calls OnPartitionsRevoked
+// for the partitions it still owns (OnPartitionsLost if it was fenced or a
+// rebalance was in progress) and leaves the group.
 func (cs *Consumer) Close(ctx context.Context) (map[TopicPartition]int64, error) {
 	cs.mu.Lock()
 	if cs.closed {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"regexp"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -22,21 +24,40 @@ var ErrGroup = errors.New("riffle: consumer group")
 // errRejoin asks the member loop to join again.
 var errRejoin = errors.New("rejoin")
 
-// member is a classic-protocol group member (JoinGroup/SyncGroup/
-// Heartbeat/LeaveGroup on the coordinator's group connection, so its
-// traffic never waits behind fetches). It owns the engine's assignment:
-// it adds partitions the group assigns and revokes or drops the ones it
-// loses. Commits go through the committer, one request at a time.
+// member is a group member (classic JoinGroup/SyncGroup/Heartbeat/
+// LeaveGroup, or KIP-848 ConsumerGroupHeartbeat, on the coordinator's group
+// connections, so its traffic never waits behind fetches). It owns the
+// engine's assignment: it adds partitions the group assigns and revokes or
+// drops the ones it loses.
+//
+// One goroutine (run) does the membership work in protocol order: join,
+// sync, revoke (waiting for handlers, then committing), the offset fetch,
+// the callbacks. Heartbeats run on their own goroutine for as long as the
+// member holds a generation (group_heartbeat.go), so a slow revoke never
+// costs the membership; auto-commits run on a third (autoCommit), so
+// partitions kept through a rebalance keep being committed. Commits go
+// through the committer, one request at a time.
 type member struct {
-	cs  *Consumer
-	cfg *groupConfig
+	cs      *Consumer
+	cfg     *groupConfig
+	pattern *regexp.Regexp // the subscription pattern, matching whole topic names
 
-	mu           sync.Mutex // guards the fields below for Stats and commits
-	memberID     string
-	generation   int32
-	protocol     string
-	coordinator  int32
-	owned        map[TopicPartition]bool
+	mu          sync.Mutex // guards the fields below for Stats and commits
+	memberID    string
+	generation  int32
+	joined      bool // in a settled generation (classic: synced; KIP-848: epoch > 0), not fenced
+	protocol    string
+	coordinator int32
+	// owned maps each owned partition to its ownership token, which
+	// changes whenever the partition is added or starts being revoked:
+	// commits read under an older token are dropped (see committer).
+	owned        map[TopicPartition]uint64
+	ownSeq       uint64
+	listed       []string               // classic pattern: the last listing's matching topics
+	listedOnce   chan struct{}          // closed after the first listing
+	lastResolve  time.Time              // KIP-848 pattern: the last listing to name topic ids (work goroutine only)
+	acked        []TopicPartition       // KIP-848: the reconciled ownership heartbeats report
+	target       *target848             // KIP-848: the newest assignment not yet reconciled
 	prev         assign.TopicPartitions // the last assignment received
 	leaving      bool                   // closing: take nothing new
 	closingPos   map[TopicPartition]int64
@@ -51,8 +72,14 @@ func newMember(cs *Consumer) *member {
 	m := &member{
 		cs: cs, cfg: &cs.cfg.group,
 		generation: -1, coordinator: -1,
-		owned:  map[TopicPartition]bool{},
-		rejoin: make(chan struct{}, 1),
+		owned:      map[TopicPartition]uint64{},
+		rejoin:     make(chan struct{}, 1),
+		listedOnce: make(chan struct{}),
+	}
+	if re := cs.cfg.group.pattern; re != nil {
+		// Like the Java client and the broker under KIP-848 (RE2/J
+		// matches()), the pattern must match the whole name.
+		m.pattern = regexp.MustCompile(`^(?:` + re.String() + `)$`)
 	}
 	m.commits = newCommitter(m)
 	return m
@@ -82,19 +109,47 @@ func (m *member) groupError(err error) {
 	}
 }
 
-// run is the member's life: join, sync, heartbeat; repeat on rebalance.
-// It returns when the consumer closes, after a final commit and leave.
+// run is the member's life: join, sync, revoke and assign; repeat on
+// rebalance. Heartbeats and auto-commits run beside it. It returns when the
+// consumer closes; Close then commits, hands the partitions back and
+// leaves.
 func (m *member) run(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	if m.cfg.autoCommit {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m.autoCommit(ctx)
+		}()
+	}
+	if m.pattern != nil && m.cfg.protocol != GroupProtocolConsumer {
+		// Classic: the member matches the pattern itself, against a
+		// listing of the cluster's topics refreshed in the background.
+		// (Under KIP-848 the broker matches it.)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m.listTopicsLoop(ctx)
+		}()
+	}
 	if m.cfg.protocol == GroupProtocolConsumer {
 		m.run848(ctx)
 		return
 	}
+	m.runClassic(ctx)
+}
+
+func (m *member) runClassic(ctx context.Context) {
+	if m.pattern != nil {
+		m.awaitTopicList(ctx)
+	}
+	var g *generation
+	defer func() { m.endGeneration(ctx, g, false) }()
 	failures := 0
 	for ctx.Err() == nil {
-		if !m.cooperative() {
-			// Eager: give everything up before joining.
-			m.revokeAll(ctx)
-		}
+		m.endGeneration(ctx, g, !m.cooperative())
+		g = nil
 		assignment, err := m.joinAndSync(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -106,12 +161,73 @@ func (m *member) run(ctx context.Context) {
 			continue
 		}
 		failures = 0
-		again := m.apply(ctx, assignment)
-		if again {
-			continue // cooperative: revoked partitions must be reassigned
+		g = m.startGeneration(ctx)
+		if again := m.apply(g.ctx, assignment); again || g.ctx.Err() != nil {
+			continue // cooperative: revoked partitions must be reassigned; or fenced
 		}
-		if err := m.heartbeat(ctx); err != nil && ctx.Err() == nil {
+		if err := m.await(ctx, g); ctx.Err() == nil {
 			m.cs.c.log.Info("rejoining group", "group", m.cfg.id, "reason", err)
+		}
+	}
+}
+
+// endGeneration leaves generation g (nil: none) before the next join or on
+// exit. An eager member first gives everything up, its heartbeats still
+// running so that a slow revoke does not cost the membership; then the
+// heartbeats stop. A fenced generation loses its partitions instead.
+func (m *member) endGeneration(ctx context.Context, g *generation, revokeAll bool) {
+	if g == nil {
+		return
+	}
+	if revokeAll && g.fenced() == nil {
+		m.revokeAll(g.ctx)
+	}
+	g.stopHeartbeats()
+	if fe := g.fenced(); fe != nil {
+		m.onFenced(ctx, fe)
+	}
+}
+
+// onFenced handles a classic fence: every partition is lost (handlers
+// cancelled, nothing committed), then the member forgets what the error
+// says is gone before it joins again.
+func (m *member) onFenced(ctx context.Context, fe *fencedError) {
+	m.cs.c.log.Info("fenced by the group coordinator", "group", m.cfg.id, "err", fe)
+	m.lose(ctx)
+	switch fe.code {
+	case kafkaerr.UnknownMemberID:
+		m.resetMember()
+	case kafkaerr.FencedInstanceID:
+		m.groupError(fe.err)
+		m.resetGeneration()
+	default:
+		m.resetGeneration()
+	}
+}
+
+// await waits, heartbeats running, until the member must join again: the
+// coordinator starts a rebalance, the member is fenced, the subscribed
+// topics change, a rejoin was requested, or ctx ends. It returns why.
+func (m *member) await(ctx context.Context, g *generation) error {
+	// The subscription is checked against the client's metadata (no
+	// request of its own), so often.
+	meta := time.NewTicker(min(m.cs.c.cfg.metadataMaxAge, time.Second))
+	defer meta.Stop()
+	known := m.subscriptionShape()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-g.ctx.Done():
+			return context.Cause(g.ctx)
+		case <-g.rebalance:
+			return kafkaerr.ForCode(kafkaerr.RebalanceInProgress)
+		case <-m.rejoin:
+			return errRejoin
+		case <-meta.C:
+			if shape := m.subscriptionShape(); shape != known && shape != "" {
+				return fmt.Errorf("subscribed topics or partition counts changed")
+			}
 		}
 	}
 }
@@ -192,22 +308,84 @@ func (m *member) coordinatorError(code int16) bool {
 	return false
 }
 
-// subscription returns the topics the member subscribes to now.
-func (m *member) subscription(ctx context.Context) []string {
-	if m.cfg.pattern == nil {
+// subscription returns the topics the member subscribes to now: the
+// configured ones, or the last successful listing's topics matching the
+// pattern. A listing that fails keeps the previous one, so the member never
+// joins with no topics and gives everything up because of it.
+func (m *member) subscription() []string {
+	if m.pattern == nil {
 		return m.cfg.topics
 	}
-	topics, err := m.cs.c.Admin().ListTopics(ctx)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.listed)
+}
+
+// listTopicsLoop lists the cluster's topics for the pattern when the member
+// starts (retrying until a listing succeeds) and then once per
+// MetadataMaxAge, the client's metadata refresh period (Java refreshes its
+// pattern match with its metadata). A change is noticed by the member's
+// subscription check.
+func (m *member) listTopicsLoop(ctx context.Context) {
+	failures := 0
+	for {
+		wait := m.cs.c.cfg.metadataMaxAge
+		if err := m.listPatternTopics(ctx); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			failures++
+			wait = m.cs.c.cfg.retryBackoff.Delay(failures, rand.Float64())
+			m.cs.c.log.Info("listing topics for the subscription pattern failed; keeping the last listing", "group", m.cfg.id, "err", err)
+		} else {
+			failures = 0
+		}
+		m.sleep(ctx, wait)
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// listPatternTopics lists the cluster's topics and keeps those matching
+// the pattern (internal topics excluded, as Java's default).
+func (m *member) listPatternTopics(ctx context.Context) error {
+	lctx, cancel := context.WithTimeout(ctx, m.cs.c.cfg.retryTimeout)
+	defer cancel()
+	topics, err := m.cs.c.Admin().ListTopics(lctx)
 	if err != nil {
-		return nil
+		return err
 	}
 	var out []string
 	for _, t := range topics {
-		if !t.Internal && m.cfg.pattern.MatchString(t.Name) {
+		if !t.Internal && t.Err == nil && m.pattern.MatchString(t.Name) {
 			out = append(out, t.Name)
 		}
 	}
-	return out
+	sort.Strings(out)
+	m.mu.Lock()
+	m.listed = out
+	if m.listedOnce != nil {
+		close(m.listedOnce)
+		m.listedOnce = nil
+	}
+	m.mu.Unlock()
+	return nil
+}
+
+// awaitTopicList waits until the cluster's topics were listed once, so
+// that the first join matches the pattern against them.
+func (m *member) awaitTopicList(ctx context.Context) {
+	m.mu.Lock()
+	ch := m.listedOnce
+	m.mu.Unlock()
+	if ch == nil {
+		return
+	}
+	select {
+	case <-ch:
+	case <-ctx.Done():
+	}
 }
 
 func (m *member) ownedTPs() assign.TopicPartitions {
@@ -225,7 +403,7 @@ func (m *member) ownedTPs() assign.TopicPartitions {
 
 // joinAndSync joins the group and returns this member's assignment.
 func (m *member) joinAndSync(ctx context.Context) (assign.TopicPartitions, error) {
-	topics := m.subscription(ctx)
+	topics := m.subscription()
 	m.cs.cl.AddTopics(topics...)
 	for {
 		if err := ctx.Err(); err != nil {
@@ -233,6 +411,7 @@ func (m *member) joinAndSync(ctx context.Context) (assign.TopicPartitions, error
 		}
 		join := kmsg.NewPtrJoinGroupRequest()
 		m.mu.Lock()
+		m.joined = false // a rebalance is in progress until SyncGroup answers
 		join.Group = m.cfg.id
 		join.MemberID = m.memberID
 		gen := m.generation
@@ -276,11 +455,20 @@ func (m *member) joinAndSync(ctx context.Context) (assign.TopicPartitions, error
 			m.mu.Unlock()
 			continue
 		case kafkaerr.UnknownMemberID:
+			// The coordinator no longer knows us: our partitions may
+			// be someone else's by now. Lost, then a new identity.
+			m.lose(ctx)
 			m.resetMember()
 			continue
 		case kafkaerr.RebalanceInProgress:
 			continue
-		case kafkaerr.FencedInstanceID, kafkaerr.GroupAuthorizationFailed, kafkaerr.InvalidSessionTimeout,
+		case kafkaerr.FencedInstanceID:
+			// Another process runs with our instance id.
+			m.lose(ctx)
+			err := kafkaerr.ForCode(jr.ErrorCode)
+			m.groupError(err)
+			return nil, err
+		case kafkaerr.GroupAuthorizationFailed, kafkaerr.InvalidSessionTimeout,
 			kafkaerr.InconsistentGroupProtocol, kafkaerr.GroupMaxSizeReached:
 			err := kafkaerr.ForCode(jr.ErrorCode)
 			m.groupError(err)
@@ -342,6 +530,7 @@ func (m *member) joinAndSync(ctx context.Context) (assign.TopicPartitions, error
 		}
 		m.mu.Lock()
 		m.prev = tps
+		m.joined = true
 		m.mu.Unlock()
 		return tps, nil
 	}
@@ -351,6 +540,16 @@ func (m *member) resetMember() {
 	m.mu.Lock()
 	m.memberID = ""
 	m.generation = -1
+	m.joined = false
+	m.mu.Unlock()
+}
+
+// resetGeneration keeps the member id (the coordinator may still know it)
+// but no generation.
+func (m *member) resetGeneration() {
+	m.mu.Lock()
+	m.generation = -1
+	m.joined = false
 	m.mu.Unlock()
 }
 
@@ -428,7 +627,7 @@ func (m *member) moveTo(ctx context.Context, want map[TopicPartition]bool) (revo
 		}
 	}
 	for tp := range want {
-		if !m.owned[tp] {
+		if m.owned[tp] == 0 {
 			added = append(added, tp)
 		}
 	}
@@ -479,9 +678,13 @@ func (m *member) add(ctx context.Context, tps []TopicPartition) {
 		}
 		as = append(as, Assignment{TopicPartition: tp, Start: start})
 	}
+	if ctx.Err() != nil {
+		return // fenced meanwhile: these were never ours to consume
+	}
 	m.mu.Lock()
 	for _, tp := range tps {
-		m.owned[tp] = true
+		m.ownSeq++
+		m.owned[tp] = m.ownSeq
 	}
 	m.mu.Unlock()
 	m.cs.assignFromGroup(as, metas)
@@ -494,7 +697,12 @@ func (m *member) add(ctx context.Context, tps []TopicPartition) {
 // waited for (up to RevokeTimeout), finished offsets are committed, then
 // the callback runs and the partitions are gone. A handler that outlives
 // the timeout makes its partition lost instead (no commit, error reported).
+// If ctx ends first (the member is fenced, or stops), nothing is committed
+// and the partitions stay owned for the loss (or Close) to hand back.
 func (m *member) revoke(ctx context.Context, tps []TopicPartition) {
+	// New tokens first: a commit of these partitions read before now (an
+	// auto-commit, Commit) can no longer overtake the revoke's.
+	own := m.retoken(tps)
 	rctx, cancel := context.WithTimeout(ctx, m.cfg.revokeTimeout)
 	pos, metas, err := m.cs.remove(rctx, false, tps)
 	cancel()
@@ -523,6 +731,9 @@ func (m *member) revoke(ctx context.Context, tps []TopicPartition) {
 		}
 		m.mu.Unlock()
 	}
+	if ctx.Err() != nil {
+		return
+	}
 	if err != nil {
 		// remove left the partitions whose handler outlived the timeout
 		// out of pos: they are lost, not committed.
@@ -530,10 +741,13 @@ func (m *member) revoke(ctx context.Context, tps []TopicPartition) {
 	}
 	if len(pos) > 0 {
 		cctx, ccancel := context.WithTimeout(ctx, m.cfg.revokeTimeout)
-		if err := m.commits.commitSync(cctx, pos, metas); err != nil && ctx.Err() == nil {
+		if err := m.commits.commitSync(cctx, pos, metas, own); err != nil && ctx.Err() == nil {
 			m.cs.c.log.Warn("commit on revoke failed", "group", m.cfg.id, "err", err)
 		}
 		ccancel()
+		if ctx.Err() != nil {
+			return // fenced while committing: report them lost
+		}
 	}
 	m.mu.Lock()
 	for _, tp := range tps {
@@ -543,6 +757,22 @@ func (m *member) revoke(ctx context.Context, tps []TopicPartition) {
 	if m.cfg.onRevoked != nil {
 		m.cfg.onRevoked(ctx, tps)
 	}
+}
+
+// retoken gives the owned partitions among tps new ownership tokens and
+// returns them.
+func (m *member) retoken(tps []TopicPartition) map[TopicPartition]uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	own := make(map[TopicPartition]uint64, len(tps))
+	for _, tp := range tps {
+		if m.owned[tp] != 0 {
+			m.ownSeq++
+			m.owned[tp] = m.ownSeq
+			own[tp] = m.ownSeq
+		}
+	}
+	return own
 }
 
 func (m *member) revokeAll(ctx context.Context) {
@@ -559,14 +789,17 @@ func (m *member) revokeAll(ctx context.Context) {
 }
 
 // lose drops every partition without committing: another member may
-// already own them. Handlers' contexts are cancelled.
+// already own them. Handlers' contexts are cancelled; commits still queued
+// for them are dropped (their ownership ends here).
 func (m *member) lose(ctx context.Context) {
 	m.mu.Lock()
 	var tps []TopicPartition
 	for tp := range m.owned {
 		tps = append(tps, tp)
 	}
-	m.owned = map[TopicPartition]bool{}
+	m.owned = map[TopicPartition]uint64{}
+	m.acked = nil
+	m.joined = false
 	m.mu.Unlock()
 	if len(tps) == 0 {
 		return
@@ -579,82 +812,10 @@ func (m *member) lose(ctx context.Context) {
 	}
 }
 
-// heartbeat keeps the membership alive until a rebalance is needed, the
-// member is fenced, or the consumer closes. Auto-commits ride along.
-func (m *member) heartbeat(ctx context.Context) error {
-	hb := time.NewTicker(m.cfg.heartbeatInterval)
-	defer hb.Stop()
-	var ac <-chan time.Time
-	if m.cfg.autoCommit {
-		t := time.NewTicker(m.cfg.autoCommitEvery)
-		defer t.Stop()
-		ac = t.C
-	}
-	meta := time.NewTicker(min(m.cs.c.cfg.metadataMaxAge, 10*time.Second))
-	defer meta.Stop()
-	lastOK := time.Now()
-	known := m.subscriptionShape(ctx)
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-m.rejoin:
-			return errRejoin
-		case <-ac:
-			m.commits.commitAsync(m.cs.processedOffsets(m.ownedList()))
-		case <-meta.C:
-			if shape := m.subscriptionShape(ctx); shape != known && shape != "" {
-				return fmt.Errorf("subscribed topics or partition counts changed")
-			}
-		case <-hb.C:
-			req := kmsg.NewPtrHeartbeatRequest()
-			m.mu.Lock()
-			req.Group, req.Generation, req.MemberID = m.cfg.id, m.generation, m.memberID
-			m.mu.Unlock()
-			if m.cfg.instanceID != "" {
-				req.InstanceID = &m.cfg.instanceID
-			}
-			sent := time.Now()
-			// The coordinator counts the session from when it received
-			// our last heartbeat, which is after we sent it: measuring
-			// from the send time gives up no later than it evicts us.
-			hctx, cancel := context.WithDeadline(ctx, lastOK.Add(m.cfg.sessionTimeout))
-			resp, err := m.groupRequest(hctx, req)
-			cancel()
-			if err != nil {
-				if time.Since(lastOK) >= m.cfg.sessionTimeout {
-					// The coordinator has surely evicted us.
-					m.lose(ctx)
-					return fmt.Errorf("no heartbeat for %v: %w", m.cfg.sessionTimeout, err)
-				}
-				continue
-			}
-			code := resp.(*kmsg.HeartbeatResponse).ErrorCode
-			switch code {
-			case 0:
-				lastOK = sent
-			case kafkaerr.RebalanceInProgress:
-				return kafkaerr.ForCode(code)
-			case kafkaerr.UnknownMemberID, kafkaerr.IllegalGeneration, kafkaerr.FencedInstanceID:
-				m.lose(ctx)
-				if code == kafkaerr.UnknownMemberID {
-					m.resetMember()
-				}
-				if code == kafkaerr.FencedInstanceID {
-					m.groupError(kafkaerr.ForCode(code))
-				}
-				return kafkaerr.ForCode(code)
-			default:
-				m.coordinatorError(code)
-			}
-		}
-	}
-}
-
 // subscriptionShape summarizes the subscribed topics and their partition
 // counts, to notice changes that need a rebalance.
-func (m *member) subscriptionShape(ctx context.Context) string {
-	topics := m.subscription(ctx)
+func (m *member) subscriptionShape() string {
+	topics := m.subscription()
 	sort.Strings(topics)
 	snap := m.cs.cl.Snapshot()
 	shape := ""
@@ -679,9 +840,31 @@ func (m *member) ownedList() []TopicPartition {
 	return out
 }
 
-// leave commits finished work and leaves the group (static members stay:
-// leaving would trigger the rebalance static membership exists to avoid).
+// ownedPositions returns what a commit of the owned partitions covers now
+// (the offset after the last finished record, with its metadata) and the
+// ownership tokens they were read under. The tokens are read first, so a
+// partition whose revoke started since has a newer one and the offset read
+// here is dropped rather than committed over the revoke's.
+func (m *member) ownedPositions() (map[TopicPartition]int64, map[TopicPartition]string, map[TopicPartition]uint64) {
+	m.mu.Lock()
+	own := make(map[TopicPartition]uint64, len(m.owned))
+	tps := make([]TopicPartition, 0, len(m.owned))
+	for tp, tok := range m.owned {
+		own[tp] = tok
+		tps = append(tps, tp)
+	}
+	m.mu.Unlock()
+	offs, metas := m.cs.processedOffsets(tps)
+	return offs, metas, own
+}
+
+// leave hands the partitions the member still owns back (the rebalance
+// callback) and leaves the group (static members stay: leaving would
+// trigger the rebalance static membership exists to avoid). Close calls
+// it after the final commit and once the member's goroutines stopped, the
+// Java client's order (commit, onPartitionsRevoked, LeaveGroup).
 func (m *member) leave(ctx context.Context) {
+	m.handBack(ctx)
 	if m.cfg.protocol == GroupProtocolConsumer {
 		m.leave848(ctx)
 		return
@@ -701,6 +884,31 @@ func (m *member) leave(ctx context.Context) {
 	req.Members = append(req.Members, lm)
 	if _, err := m.groupRequest(ctx, req); err != nil {
 		m.cs.c.log.Info("leave group failed", "group", m.cfg.id, "err", err)
+	}
+}
+
+// handBack runs the rebalance callback for every partition the member
+// still owns as it leaves: OnPartitionsRevoked when it is in a settled
+// generation, else (fenced, or a rebalance in progress) OnPartitionsLost,
+// as the Java client's onLeavePrepare does.
+func (m *member) handBack(ctx context.Context) {
+	m.mu.Lock()
+	tps := make([]TopicPartition, 0, len(m.owned))
+	for tp := range m.owned {
+		tps = append(tps, tp)
+	}
+	m.owned = map[TopicPartition]uint64{}
+	joined := m.joined
+	m.mu.Unlock()
+	if len(tps) == 0 {
+		return
+	}
+	sortTPs(tps)
+	switch {
+	case joined && m.cfg.onRevoked != nil:
+		m.cfg.onRevoked(ctx, tps)
+	case !joined && m.cfg.onLost != nil:
+		m.cfg.onLost(ctx, tps)
 	}
 }
 
@@ -726,19 +934,20 @@ func (m *member) commitFinal(ctx context.Context, pos map[TopicPartition]int64, 
 	for {
 		m.mu.Lock()
 		mine := map[TopicPartition]int64{}
+		own := map[TopicPartition]uint64{}
 		for tp, o := range pos {
-			if m.owned[tp] {
-				mine[tp] = o
+			if tok := m.owned[tp]; tok != 0 {
+				mine[tp], own[tp] = o, tok
 			}
 		}
 		m.mu.Unlock()
 		if len(mine) == 0 {
 			return nil
 		}
-		err := m.commits.commitSync(ctx, mine, metas)
-		var ke *kafkaerr.Error
-		if err == nil || !errors.As(err, &ke) ||
-			(ke.Code != kafkaerr.IllegalGeneration && ke.Code != kafkaerr.RebalanceInProgress && ke.Code != kafkaerr.StaleMemberEpoch) {
+		err := m.commits.commitSync(ctx, mine, metas, own)
+		// A partition whose revoke started meanwhile is left out (its
+		// revoke commits it): try again with what is still owned.
+		if err == nil || !(rebalanceCommitError(err) || errors.Is(err, ErrNotAssigned)) {
 			return err
 		}
 		if time.Now().After(giveUp) {

@@ -5,7 +5,9 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
+	"slices"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/riffle-go/riffle/internal/kafkaerr"
@@ -31,10 +33,45 @@ func WithGroupProtocol(p GroupProtocol) ConsumerOption {
 	return func(c *consumerConfig) { c.group.protocol = p }
 }
 
-// run848 is the member's life under KIP-848: heartbeats carry the
-// subscription and the partitions owned; the coordinator answers with a
-// target assignment; the member revokes what left it (committing finished
-// work), adds what is new, and reports the result in the next heartbeat.
+// target848 is an assignment the coordinator sent, with the term it was
+// received in: a target from a fenced term is never reconciled.
+type target848 struct {
+	term  *term
+	parts map[[16]byte][]int32
+}
+
+// session848 links the KIP-848 heartbeat goroutine and the member's work
+// goroutine.
+type session848 struct {
+	mu      sync.Mutex
+	cur     *term         // the current term; replaced once a fence is handled
+	reconc  chan struct{} // a new target to reconcile
+	hbNow   chan struct{} // heartbeat at once (to report a reconciled assignment)
+	stopped chan struct{} // heartbeats stopped
+}
+
+func (s *session848) term() *term {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cur
+}
+
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// run848 is the member's life under KIP-848. Heartbeats run on their own
+// goroutine at the interval the coordinator sets, reporting the
+// subscription and the assignment the member has reconciled; the
+// coordinator answers with a target assignment. This goroutine reconciles
+// it (revoking what left it, committing finished work, then adding what
+// is new), while heartbeats go on, and the next heartbeat acknowledges the
+// result. A fence (UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH) aborts any
+// reconciliation, loses every partition, and heartbeats join again only
+// once that is done.
 func (m *member) run848(ctx context.Context) {
 	m.mu.Lock()
 	if m.memberID == "" {
@@ -42,83 +79,182 @@ func (m *member) run848(ctx context.Context) {
 	}
 	m.generation = 0
 	m.mu.Unlock()
-	interval := m.cfg.heartbeatInterval
-	failures := 0
-	var pending map[[16]byte][]int32 // target not yet reconciled (unknown topic ids)
+	s := &session848{cur: newTerm(ctx), reconc: make(chan struct{}, 1), hbNow: make(chan struct{}, 1), stopped: make(chan struct{})}
+	hctx, stopHB := context.WithCancel(ctx)
+	go func() {
+		defer close(s.stopped)
+		m.heartbeat848Loop(hctx, s)
+	}()
+	defer func() {
+		stopHB()
+		<-s.stopped
+		if fe := s.term().fenced(); fe != nil {
+			m.onFenced848(ctx, fe)
+		}
+	}()
+	var retry <-chan time.Time // a target waiting for metadata
 	for ctx.Err() == nil {
-		resp, err := m.heartbeat848(ctx, 0)
-		if err != nil {
-			failures++
-			m.sleep(ctx, m.cs.c.cfg.retryBackoff.Delay(failures, 0.5))
+		t := s.term()
+		if fe := t.fenced(); fe != nil {
+			m.onFenced848(ctx, fe)
+			s.mu.Lock()
+			s.cur = newTerm(ctx)
+			s.mu.Unlock()
+			close(t.handled)
+			retry = nil
 			continue
 		}
-		switch resp.ErrorCode {
-		case 0:
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.ctx.Done():
+			continue
+		case <-s.reconc:
+		case <-retry:
+		}
+		retry = nil
+		if pending := m.reconcile848(t, s); pending {
+			retry = time.After(m.cfg.heartbeatInterval)
+		}
+	}
+}
+
+// reconcile848 reconciles the newest target of term t; it reports whether
+// the target still waits (topic ids not in the metadata yet).
+func (m *member) reconcile848(t *term, s *session848) (pending bool) {
+	m.mu.Lock()
+	tg := m.target
+	m.mu.Unlock()
+	if tg == nil || tg.term != t {
+		return false
+	}
+	done, changed := m.reconcile(t.ctx, tg.parts)
+	if t.ctx.Err() != nil {
+		return false // fenced meanwhile: the loss reports everything
+	}
+	// Heartbeats report what is reconciled now: revoked partitions are
+	// released, added ones acknowledged (callbacks included).
+	m.mu.Lock()
+	m.acked = make([]TopicPartition, 0, len(m.owned))
+	for tp := range m.owned {
+		m.acked = append(m.acked, tp)
+	}
+	if done && m.target == tg {
+		m.target = nil
+	}
+	m.mu.Unlock()
+	if changed {
+		signal(s.hbNow) // acknowledge at once
+	}
+	return !done
+}
+
+// onFenced848 handles a KIP-848 fence: every partition is lost, then the
+// member joins again with epoch 0 (and a new id if the coordinator forgot
+// it).
+func (m *member) onFenced848(ctx context.Context, fe *fencedError) {
+	m.cs.c.log.Info("fenced by the group coordinator", "group", m.cfg.id, "err", fe)
+	m.lose(ctx)
+	m.mu.Lock()
+	m.generation = 0
+	m.target = nil
+	if fe.code == kafkaerr.UnknownMemberID {
+		m.memberID = newMemberID()
+	}
+	m.mu.Unlock()
+}
+
+// heartbeat848Loop sends ConsumerGroupHeartbeats until ctx ends: at the
+// coordinator's interval, at once after a reconciliation, with backoff
+// after failures. Each answer's target goes to the work goroutine, tagged
+// with the term it arrived in.
+func (m *member) heartbeat848Loop(ctx context.Context, s *session848) {
+	interval := m.cfg.heartbeatInterval
+	failures := 0
+	timer := time.NewTimer(0) // join at once
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		case <-s.hbNow:
+			if !timer.Stop() {
+				select {
+				case <-timer.C:
+				default:
+				}
+			}
+		}
+		t := s.term()
+		next := interval
+		resp, err := m.heartbeat848(ctx, 0)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			failures++
+			next = m.cs.c.cfg.retryBackoff.Delay(failures, 0.5)
+		case resp.ErrorCode == 0:
 			failures = 0
 			m.mu.Lock()
 			if resp.MemberID != nil && *resp.MemberID != "" {
 				m.memberID = *resp.MemberID
 			}
 			m.generation = resp.MemberEpoch
+			m.joined = resp.MemberEpoch > 0
+			if resp.Assignment != nil {
+				tg := &target848{term: t, parts: map[[16]byte][]int32{}}
+				for _, at := range resp.Assignment.Topics {
+					tg.parts[at.TopicID] = at.Partitions
+				}
+				m.target = tg
+			}
 			m.mu.Unlock()
+			if resp.Assignment != nil {
+				signal(s.reconc)
+			}
 			if resp.HeartbeatIntervalMillis > 0 {
 				interval = time.Duration(resp.HeartbeatIntervalMillis) * time.Millisecond
+				next = interval
 			}
-			if resp.Assignment != nil {
-				pending = map[[16]byte][]int32{}
-				for _, t := range resp.Assignment.Topics {
-					pending[t.TopicID] = t.Partitions
-				}
-			}
-			if pending != nil {
-				done, changed := m.reconcile(ctx, pending)
-				if done {
-					pending = nil
-				}
-				if changed {
-					continue // report the new ownership at once
-				}
-			}
-		case kafkaerr.UnknownMemberID, kafkaerr.FencedMemberEpoch:
-			// Fenced: another member may own our partitions now.
-			m.lose(ctx)
+		case resp.ErrorCode == kafkaerr.UnknownMemberID || resp.ErrorCode == kafkaerr.FencedMemberEpoch:
+			// Fenced: another member may own our partitions now. The
+			// work goroutine loses them; join again only after that.
 			m.mu.Lock()
-			m.generation = 0
-			if resp.ErrorCode == kafkaerr.UnknownMemberID {
-				m.memberID = newMemberID()
-			}
+			m.joined = false
 			m.mu.Unlock()
-			pending = nil
-			continue
-		case kafkaerr.UnsupportedVersion:
+			t.fence(resp.ErrorCode, kafkaerr.ForCode(resp.ErrorCode))
+			select {
+			case <-t.handled:
+			case <-ctx.Done():
+				return
+			}
+			failures, next = 0, 0
+		case resp.ErrorCode == kafkaerr.UnsupportedVersion:
 			m.groupError(fmt.Errorf("the broker does not support the consumer group protocol (KIP-848): %w", kafkaerr.ForCode(resp.ErrorCode)))
-			m.sleep(ctx, 10*time.Second)
-			continue
+			next = 10 * time.Second
 		default:
 			if !m.coordinatorError(resp.ErrorCode) {
 				m.groupError(kafkaerr.ForCode(resp.ErrorCode))
 			}
 			failures++
-			m.sleep(ctx, m.cs.c.cfg.retryBackoff.Delay(failures, 0.5))
-			continue
+			next = m.cs.c.cfg.retryBackoff.Delay(failures, 0.5)
 		}
-		select {
-		case <-ctx.Done():
-		case <-m.rejoin:
-		case <-time.After(interval):
-		}
-		if m.cfg.autoCommit {
-			m.commits.commitAsync(m.cs.processedOffsets(m.ownedList()))
-		}
+		timer.Reset(next)
 	}
 }
 
 // heartbeat848 sends one ConsumerGroupHeartbeat; epoch overrides the
-// member epoch when negative (leaving).
+// member epoch when negative (leaving). It reports the assignment the
+// member has reconciled, and the subscription: topic names, or the
+// pattern, which the broker matches (KIP-848 SubscribedTopicRegex) so the
+// member never lists the cluster's topics for it.
 func (m *member) heartbeat848(ctx context.Context, epoch int32) (*kmsg.ConsumerGroupHeartbeatResponse, error) {
 	req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
 	m.mu.Lock()
 	req.Group, req.MemberID, req.MemberEpoch = m.cfg.id, m.memberID, m.generation
+	acked := slices.Clone(m.acked)
 	m.mu.Unlock()
 	if epoch < 0 {
 		req.MemberEpoch = epoch
@@ -130,15 +266,14 @@ func (m *member) heartbeat848(ctx context.Context, epoch int32) (*kmsg.ConsumerG
 	if m.cfg.pattern != nil {
 		re := m.cfg.pattern.String()
 		req.SubscribedTopicRegex = &re
-		req.SubscribedTopicNames = m.subscription(ctx)
 	} else {
 		req.SubscribedTopicNames = m.cfg.topics
+		m.cs.cl.AddTopics(req.SubscribedTopicNames...)
 	}
-	m.cs.cl.AddTopics(req.SubscribedTopicNames...)
 	// Owned partitions, by topic id.
 	snap := m.cs.cl.Snapshot()
 	owned := map[string][]int32{}
-	for _, tp := range m.ownedList() {
+	for _, tp := range acked {
 		owned[tp.Topic] = append(owned[tp.Topic], tp.Partition)
 	}
 	req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
@@ -161,14 +296,24 @@ func (m *member) heartbeat848(ctx context.Context, epoch int32) (*kmsg.ConsumerG
 }
 
 // reconcile moves the engine to the target assignment. done is false if
-// some topic ids are not in the metadata yet (it refreshes and the target
-// is retried on the next heartbeat); changed says whether ownership
-// changed, which the next heartbeat must report without waiting.
+// some topic ids are not in the metadata yet (it refreshes) or a partition
+// could not be added: the target is then retried. changed says whether
+// ownership changed, which the next heartbeat must report without waiting.
 func (m *member) reconcile(ctx context.Context, target map[[16]byte][]int32) (done, changed bool) {
 	snap := m.cs.cl.Snapshot()
 	byID := map[[16]byte]string{}
 	for name, tm := range snap.Topics {
 		byID[tm.ID] = name
+	}
+	if m.pattern != nil {
+		// Topics the broker matched for us may be unknown to the
+		// client's metadata: look their ids up in one listing.
+		for id := range target {
+			if _, ok := byID[id]; !ok {
+				m.resolveTopicIDs(ctx, byID)
+				break
+			}
+		}
 	}
 	want := map[TopicPartition]bool{}
 	for id, ps := range target {
@@ -182,7 +327,38 @@ func (m *member) reconcile(ctx context.Context, target map[[16]byte][]int32) (do
 		}
 	}
 	revoked, added := m.moveTo(ctx, want)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for tp := range want {
+		if m.owned[tp] == 0 && !m.leaving {
+			// Not added (its committed offset could not be fetched):
+			// the target is retried, not acknowledged without it.
+			return false, revoked+added > 0
+		}
+	}
 	return true, revoked+added > 0
+}
+
+// resolveTopicIDs adds the names of every topic of the cluster to byID
+// and makes the client's metadata follow those of the pattern.
+func (m *member) resolveTopicIDs(ctx context.Context, byID map[[16]byte]string) {
+	if time.Since(m.lastResolve) < time.Second {
+		return // a target waiting for a topic retries at the heartbeat pace
+	}
+	m.lastResolve = time.Now()
+	lctx, cancel := context.WithTimeout(ctx, m.cs.c.cfg.retryTimeout)
+	defer cancel()
+	topics, err := m.cs.c.Admin().ListTopics(lctx)
+	if err != nil {
+		m.cs.c.log.Info("listing topics to name an assignment failed; retrying", "group", m.cfg.id, "err", err)
+		return
+	}
+	for _, t := range topics {
+		if t.Err == nil && m.pattern.MatchString(t.Name) {
+			byID[t.ID] = t.Name
+			m.cs.cl.AddTopics(t.Name)
+		}
+	}
 }
 
 // leave848 leaves the group (epoch -1; -2 keeps a static member's

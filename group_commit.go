@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"sync"
 
@@ -15,43 +14,81 @@ import (
 // committer serializes a member's offset commits: one OffsetCommit in
 // flight at a time, later requests merged into the next, so a commit can
 // never be overtaken by an earlier one.
+//
+// Offsets read from the member's partitions carry the ownership token the
+// partition had when they were read. A partition revoked or lost since has
+// another token (or none), so such an offset is dropped, at enqueue or at
+// send, never committed: a revoke takes a new token before it stops its
+// partitions, so a position read earlier cannot overtake its commit, and a
+// lost partition may be another member's already.
 type committer struct {
 	m *member
 
-	mu          sync.Mutex
-	pending     map[TopicPartition]int64
-	pendingMeta map[TopicPartition]string // per-partition metadata, else the configured one
-	waiters     []chan error
-	committed   map[TopicPartition]int64
-	wake        chan struct{}
+	mu        sync.Mutex
+	pending   map[TopicPartition]commitEntry
+	waiters   []*commitWaiter
+	committed map[TopicPartition]int64
+	wake      chan struct{}
 	// warnedMetaSize: OFFSET_METADATA_TOO_LARGE was logged once already.
 	warnedMetaSize bool
 }
 
+// commitEntry is one partition's offset waiting to be committed.
+type commitEntry struct {
+	offset  int64
+	meta    string
+	hasMeta bool   // else the configured CommitMetadata
+	own     uint64 // ownership token it was read under; 0: unconditional (CommitOffsets)
+}
+
+// commitWaiter waits for the commit carrying its offsets.
+type commitWaiter struct {
+	ch      chan error
+	tps     map[TopicPartition]bool
+	dropped []TopicPartition // no longer owned when enqueued
+}
+
 func newCommitter(m *member) *committer {
 	return &committer{
-		m: m, pending: map[TopicPartition]int64{}, pendingMeta: map[TopicPartition]string{},
+		m: m, pending: map[TopicPartition]commitEntry{},
 		committed: map[TopicPartition]int64{},
 		wake:      make(chan struct{}, 1),
 	}
 }
 
 // enqueue queues offsets with their metadata (metas may be nil or lack a
-// partition: the configured CommitMetadata is used there).
-func (c *committer) enqueue(offsets map[TopicPartition]int64, metas map[TopicPartition]string, w chan error) {
+// partition: the configured CommitMetadata is used there). With own, each
+// offset goes only if its partition is still owned under own[tp].
+func (c *committer) enqueue(offsets map[TopicPartition]int64, metas map[TopicPartition]string, own map[TopicPartition]uint64, w chan error) {
+	var cw *commitWaiter
+	if w != nil {
+		cw = &commitWaiter{ch: w, tps: make(map[TopicPartition]bool, len(offsets))}
+	}
+	// The ownership check and the insert happen under the member's lock,
+	// so a revoke taking new tokens comes entirely before or after.
+	c.m.mu.Lock()
 	c.mu.Lock()
 	for tp, o := range offsets {
-		c.pending[tp] = o
-		if m, ok := metas[tp]; ok {
-			c.pendingMeta[tp] = m
-		} else {
-			delete(c.pendingMeta, tp)
+		e := commitEntry{offset: o}
+		if own != nil {
+			if e.own = own[tp]; e.own == 0 || c.m.owned[tp] != e.own {
+				if cw != nil {
+					cw.dropped = append(cw.dropped, tp)
+				}
+				continue
+			}
+		}
+		e.meta, e.hasMeta = metas[tp]
+		c.pending[tp] = e
+		if cw != nil {
+			cw.tps[tp] = true
 		}
 	}
-	if w != nil {
-		c.waiters = append(c.waiters, w)
+	if cw != nil {
+		c.waiters = append(c.waiters, cw)
 	}
 	c.mu.Unlock()
+	c.m.mu.Unlock()
 	select {
 	case c.wake <- struct{}{}:
 	default:
@@ -59,23 +96,30 @@ func (c *committer) enqueue(offsets map[TopicPartition]int64, metas map[TopicPar
 }
 
 // commitAsync queues offsets; errors are logged.
-func (c *committer) commitAsync(offsets map[TopicPartition]int64, metas map[TopicPartition]string) {
+func (c *committer) commitAsync(offsets map[TopicPartition]int64, metas map[TopicPartition]string, own map[TopicPartition]uint64) {
 	if len(offsets) > 0 {
-		c.enqueue(offsets, metas, nil)
+		c.enqueue(offsets, metas, own, nil)
 	}
 }
 
 // commitSync queues offsets and waits until a commit carrying them (or
 // later ones) finished.
-func (c *committer) commitSync(ctx context.Context, offsets map[TopicPartition]int64, metas map[TopicPartition]string) error {
+func (c *committer) commitSync(ctx context.Context, offsets map[TopicPartition]int64, metas map[TopicPartition]string, own map[TopicPartition]uint64) error {
 	w := make(chan error, 1)
-	c.enqueue(offsets, metas, w)
+	c.enqueue(offsets, metas, own, w)
 	select {
 	case err := <-w:
 		return err
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// notOwned reports offsets left out because their partitions were no
+// longer this member's.
+func notOwned(tps []TopicPartition) error {
+	sortTPs(tps)
+	return fmt.Errorf("%w: %v no longer owned by this member (revoked, which commits them, or lost); not committed", ErrNotAssigned, tps)
 }
 
 // committedOffset returns the last committed offset of tp, or -1.
@@ -98,23 +142,49 @@ func (c *committer) run(ctx context.Context) {
 		case <-c.wake:
 		}
 		c.mu.Lock()
-		offsets, metas, waiters := c.pending, c.pendingMeta, c.waiters
-		c.pending, c.pendingMeta, c.waiters = map[TopicPartition]int64{}, map[TopicPartition]string{}, nil
+		batch, waiters := c.pending, c.waiters
+		c.pending, c.waiters = map[TopicPartition]commitEntry{}, nil
 		c.mu.Unlock()
-		if len(offsets) == 0 {
-			for _, w := range waiters {
-				w <- nil
+		var err error
+		var dropped []TopicPartition
+		if len(batch) > 0 {
+			dropped, err = c.send(ctx, batch)
+			if err != nil && ctx.Err() == nil {
+				if rebalanceCommitError(err) {
+					c.m.cs.c.log.Info("offset commit refused during a rebalance; the next commit retries", "group", c.m.cfg.id, "err", err)
+				} else {
+					c.m.cs.c.log.Warn("offset commit failed", "group", c.m.cfg.id, "err", err)
+				}
 			}
-			continue
-		}
-		err := c.send(ctx, offsets, metas)
-		if err != nil && ctx.Err() == nil {
-			c.m.cs.c.log.Warn("offset commit failed", "group", c.m.cfg.id, "err", err)
 		}
 		for _, w := range waiters {
-			w <- err
+			mine := w.dropped
+			for _, tp := range dropped {
+				if w.tps[tp] {
+					mine = append(mine, tp)
+				}
+			}
+			werr := err
+			if len(mine) > 0 {
+				werr = errors.Join(err, notOwned(mine))
+			}
+			w.ch <- werr
 		}
 	}
+}
+
+// rebalanceCommitError reports a commit refused because the group is
+// rebalancing or moved to a newer generation: the next one retries.
+func rebalanceCommitError(err error) bool {
+	var ke *kafkaerr.Error
+	if !errors.As(err, &ke) {
+		return false
+	}
+	switch ke.Code {
+	case kafkaerr.RebalanceInProgress, kafkaerr.IllegalGeneration, kafkaerr.StaleMemberEpoch:
+		return true
+	}
+	return false
 }
 
 func (c *committer) failWaiters(err error) {
@@ -123,32 +193,48 @@ func (c *committer) failWaiters(err error) {
 	c.waiters = nil
 	c.mu.Unlock()
 	for _, w := range ws {
-		w <- err
+		w.ch <- err
 	}
 }
 
-// send commits offsets, retrying coordinator moves; the generation and
-// member id are those current at each attempt.
-func (c *committer) send(ctx context.Context, offsets map[TopicPartition]int64, metas map[TopicPartition]string) error {
+// send commits a batch, retrying coordinator moves; the generation and
+// member id are those current at each attempt, and partitions no longer
+// owned under their entry's token are left out (returned as dropped).
+func (c *committer) send(ctx context.Context, batch map[TopicPartition]commitEntry) (dropped []TopicPartition, err error) {
 	m := c.m
-	dropped := false // metas is our copy (metadata dropped for some)
 	for attempt := 1; ; attempt++ {
 		req := kmsg.NewPtrOffsetCommitRequest()
+		tps := make([]TopicPartition, 0, len(batch))
 		m.mu.Lock()
 		req.Group, req.Generation, req.MemberID = m.cfg.id, m.generation, m.memberID
+		for tp, e := range batch {
+			if e.own != 0 && m.owned[tp] != e.own {
+				dropped = append(dropped, tp)
+				delete(batch, tp)
+				continue
+			}
+			tps = append(tps, tp)
+		}
 		m.mu.Unlock()
+		if len(tps) == 0 {
+			return dropped, nil
+		}
 		if m.cfg.instanceID != "" {
 			req.InstanceID = &m.cfg.instanceID
 		}
-		tps := make([]TopicPartition, 0, len(offsets))
-		for tp := range offsets {
-			tps = append(tps, tp)
+		offsets := make(map[TopicPartition]int64, len(batch))
+		metas := map[TopicPartition]string{}
+		for tp, e := range batch {
+			offsets[tp] = e.offset
+			if e.hasMeta {
+				metas[tp] = e.meta
+			}
 		}
 		addCommitOffsets(req, tps, offsets, metas, m.cfg.commitMetadata)
 		resp, err := m.groupRequest(ctx, req)
 		if err != nil {
 			if ctx.Err() != nil || attempt >= 5 {
-				return err
+				return dropped, err
 			}
 			m.sleep(ctx, m.cs.c.cfg.retryBackoff.Delay(attempt, rand.Float64()))
 			continue
@@ -182,13 +268,9 @@ func (c *committer) send(ctx context.Context, offsets map[TopicPartition]int64, 
 						m.cs.c.log.Warn("commit metadata too large for the broker (offset.metadata.max.bytes); committing offsets without it",
 							"group", m.cfg.id, "partition", tp.String(), "bytes", len(metaFor(metas, tp, m.cfg.commitMetadata)))
 					}
-					if !dropped {
-						metas, dropped = maps.Clone(metas), true
-						if metas == nil {
-							metas = map[TopicPartition]string{}
-						}
-					}
-					metas[tp] = ""
+					e := batch[tp]
+					e.meta, e.hasMeta = "", true
+					batch[tp] = e
 					retry = true
 					retryErrs = append(retryErrs, fmt.Errorf("%s: %w", tp, kafkaerr.ForCode(p.ErrorCode)))
 					continue
@@ -201,7 +283,7 @@ func (c *committer) send(ctx context.Context, offsets map[TopicPartition]int64, 
 			continue
 		}
 		// Out of attempts: what still wanted a retry failed too.
-		return errors.Join(append(errsOut, retryErrs...)...)
+		return dropped, errors.Join(append(errsOut, retryErrs...)...)
 	}
 }
 

@@ -75,8 +75,18 @@ func SubscribeTopics(topics ...string) ConsumerOption {
 	return func(c *consumerConfig) { c.group.topics = append(c.group.topics, topics...) }
 }
 
-// SubscribePattern subscribes to every topic matching re; topics created
-// later are picked up on metadata refresh.
+// SubscribePattern subscribes to every topic whose whole name matches re
+// (as the Java client and KIP-848 brokers match: "events" matches only
+// "events", "events.*" matches "events-eu"); internal topics are left out.
+//
+// With the classic protocol the member lists the cluster's topics when it
+// starts and then once per MetadataMaxAge (the client's metadata refresh
+// period), so topics created later are picked up within that time; a
+// listing that fails keeps the previous one, so a failing listing never
+// makes the member give up its partitions. With GroupProtocolConsumer the
+// broker matches the pattern (KIP-848 SubscribedTopicRegex, RE2/J syntax)
+// and the member lists topics only to name ones it is assigned and does not
+// know yet.
 func SubscribePattern(re *regexp.Regexp) ConsumerOption {
 	return func(c *consumerConfig) { c.group.pattern = re }
 }
@@ -89,7 +99,9 @@ func Balancers(bs ...GroupBalancer) ConsumerOption {
 }
 
 // SessionTimeout is how long the coordinator waits without heartbeats
-// before it evicts the member (default 45 s, as Java).
+// before it evicts the member (default 45 s, as Java). Heartbeats run on
+// their own goroutine, independently of revokes, offset fetches and
+// callbacks, so only an unreachable coordinator makes a session lapse.
 func SessionTimeout(d time.Duration) ConsumerOption {
 	return func(c *consumerConfig) { c.group.sessionTimeout = d }
 }
@@ -111,7 +123,12 @@ func HeartbeatInterval(d time.Duration) ConsumerOption {
 func InstanceID(id string) ConsumerOption { return func(c *consumerConfig) { c.group.instanceID = id } }
 
 // AutoCommitInterval commits the offsets of finished records this often
-// (default 5 s). Commits also happen on revoke and on close.
+// (default 5 s), on a schedule of its own: during a rebalance the
+// partitions kept (cooperative-sticky) go on being committed. Each commit
+// carries the current generation (member epoch); one the coordinator
+// refuses because the group is rebalancing waits for the next interval,
+// and partitions the member no longer owns are never committed. Commits
+// also happen on revoke and on close.
 func AutoCommitInterval(d time.Duration) ConsumerOption {
 	return func(c *consumerConfig) { c.group.autoCommitEvery = d }
 }
@@ -128,9 +145,11 @@ func CommitMetadata(s string) ConsumerOption {
 }
 
 // RevokeTimeout bounds how long a revoke waits for a partition's running
-// handler (default 30 s; it must be below the rebalance timeout). A
-// handler still running after it is treated as lost: its context is
-// cancelled, its offset is not committed, and the error is reported.
+// handler (default 30 s; it must be below the rebalance timeout). Heartbeats
+// go on meanwhile, so it may exceed the session timeout; the member rejoins
+// only once the revoke is done. A handler still running after it is
+// treated as lost: its context is cancelled, its offset is not committed,
+// and the error is reported.
 func RevokeTimeout(d time.Duration) ConsumerOption {
 	return func(c *consumerConfig) { c.group.revokeTimeout = d }
 }
@@ -143,14 +162,21 @@ func OnPartitionsAssigned(fn func(ctx context.Context, tps []TopicPartition)) Co
 
 // OnPartitionsRevoked is called when partitions are given up in a
 // rebalance, after their running handlers finished and their offsets were
-// committed, before another member can get them.
+// committed, before another member can get them. Consumer.Close calls it
+// too, for every partition still owned, after the final commit and before
+// leaving the group (the Java client's order), so per-partition state can
+// be flushed on shutdown; if Close finds the member fenced or in the middle
+// of a rebalance, OnPartitionsLost is called instead.
 func OnPartitionsRevoked(fn func(ctx context.Context, tps []TopicPartition)) ConsumerOption {
 	return func(c *consumerConfig) { c.group.onRevoked = fn }
 }
 
 // OnPartitionsLost is called when partitions were lost without a clean
-// revoke (session expired, fenced): handlers' contexts were cancelled and
-// nothing was committed.
+// revoke: the coordinator fenced the member (a heartbeat, SyncGroup or
+// JoinGroup answered UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION,
+// FENCED_INSTANCE_ID, or under KIP-848 FENCED_MEMBER_EPOCH), or no
+// heartbeat was answered for a whole session. Handlers' contexts were
+// cancelled (a revoke in progress is abandoned) and nothing was committed.
 func OnPartitionsLost(fn func(ctx context.Context, tps []TopicPartition)) ConsumerOption {
 	return func(c *consumerConfig) { c.group.onLost = fn }
 }

@@ -311,7 +311,7 @@ func TestGroupCommitOrdering(t *testing.T) {
 	for i := 1; i <= 200; i++ {
 		wg.Add(1)
 		o := int64(i)
-		cs.member.commits.enqueue(map[TopicPartition]int64{tp: o}, nil, nil)
+		cs.member.commits.enqueue(map[TopicPartition]int64{tp: o}, nil, nil, nil)
 		wg.Done()
 	}
 	wg.Wait()
