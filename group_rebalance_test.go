@@ -67,7 +67,9 @@ func closeMember(t *testing.T, cs *Consumer) {
 // does not stop heartbeats: with a 3 s session the member is not fenced,
 // the revoke commits where the handler finished, the next owner starts
 // there, and nothing is handled twice. Auto-commit is off so that only
-// heartbeats keep the member alive.
+// heartbeats keep the member alive. A third member joins during the
+// revoke: the coordinator's new rebalance waits for it (classic: no
+// JoinGroup before the revoke is done).
 func TestGroupHeartbeatsDuringRevoke(t *testing.T) {
 	t.Parallel()
 	runRevokeHold(t, GroupProtocolClassic)
@@ -88,6 +90,16 @@ func runRevokeHold(t *testing.T, proto GroupProtocol) {
 		}))
 	cl := newTestClient(t, SeedBrokers(fake.ListenAddrs()...))
 	produceN(t, cl, "hold", 2, perPartition)
+	var aID atomic.Value
+	var revoking atomic.Bool
+	var earlyJoins atomic.Int32 // a's JoinGroups while its revoke runs
+	fake.ControlKey(int16(kmsg.JoinGroup), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		fake.KeepControl()
+		if id, _ := aID.Load().(string); id != "" && kr.(*kmsg.JoinGroupRequest).MemberID == id && revoking.Load() {
+			earlyJoins.Add(1)
+		}
+		return nil, nil, false
+	})
 
 	var mu sync.Mutex
 	handled := map[[2]int64][]string{}
@@ -134,18 +146,27 @@ func runRevokeHold(t *testing.T, proto GroupProtocol) {
 		}
 		return false
 	})
+	id, _ := memberIdentity(a)
+	aID.Store(id)
+	revoking.Store(true)
 	close(gates[1-revoked])
+	c := mk("c", false)
 	time.Sleep(hold)
+	revoking.Store(false)
 	close(gates[revoked])
 	waitFor(t, 30*time.Second, "every record to be handled", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(handled) == 2*perPartition
 	})
+	closeMember(t, c)
 	closeMember(t, b)
 	closeMember(t, a)
 	if l := lost.Load(); l != nil {
 		t.Fatalf("fenced while revoking: %v", l)
+	}
+	if n := earlyJoins.Load(); n > 0 {
+		t.Fatalf("a sent %d JoinGroups before its revoke finished", n)
 	}
 	mu.Lock()
 	defer mu.Unlock()
