@@ -3,9 +3,11 @@ package conn
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/riffle-go/riffle/internal/errs"
@@ -244,4 +246,46 @@ func (e *DialError) Cause() string {
 		return "protocol"
 	}
 	return "handshake failed"
+}
+
+// Retriable reports whether dialing again may succeed. A certificate the
+// client does not trust, a TLS alert from the broker (it rejected our
+// certificate or protocol version), bad credentials and a peer that does
+// not speak the Kafka protocol (a malformed frame in answer to ApiVersions)
+// fail the same way every time. A connection cut mid-frame is a broker
+// going away, which can pass.
+func (e *DialError) Retriable() bool {
+	switch {
+	case errors.Is(e.Err, errs.ErrAuth), errors.Is(e.Err, errs.ErrUnsupported):
+		return false
+	case errors.Is(e.Err, context.Canceled), errors.Is(e.Err, context.DeadlineExceeded):
+		return true
+	case tlsRejected(e.Err):
+		return false
+	case e.Stage == StageAPIVersions && errors.Is(e.Err, errs.ErrMalformed) && !truncated(e.Err):
+		return false
+	}
+	return true
+}
+
+// tlsRejected reports a TLS failure that repeats on every attempt: our side
+// does not trust the broker's certificate, the peer does not speak TLS, or
+// the broker sent an alert (it rejected our certificate or parameters).
+func tlsRejected(err error) bool {
+	var (
+		verify   *tls.CertificateVerificationError
+		unknown  x509.UnknownAuthorityError
+		hostname x509.HostnameError
+		invalid  x509.CertificateInvalidError
+		header   tls.RecordHeaderError
+		op       *net.OpError
+	)
+	return errors.As(err, &verify) || errors.As(err, &unknown) || errors.As(err, &hostname) ||
+		errors.As(err, &invalid) || errors.As(err, &header) || (errors.As(err, &op) && op.Op == "remote error")
+}
+
+// truncated reports a frame cut short by the connection closing.
+func truncated(err error) bool {
+	var fe *wire.FrameError
+	return errors.As(err, &fe) && strings.HasPrefix(fe.Reason, "truncated")
 }

@@ -2,14 +2,21 @@ package conn
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
+	"fmt"
+	"io"
 	"net"
+	"os"
 	"slices"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/riffle-go/riffle/internal/errs"
+	"github.com/riffle-go/riffle/internal/wire"
 	"github.com/riffle-go/riffle/rifftest"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -382,5 +389,37 @@ func TestDialBlackhole(t *testing.T) {
 	}
 	if de.Cause() != "timeout" || de.Stage != StageDial {
 		t.Errorf("blackhole: %v (cause %q, stage %q); want timeout in dial", de, de.Cause(), de.Stage)
+	}
+}
+
+// TestDialErrorRetriable checks which dial failures are worth another
+// attempt: the ones that fail the same way every time are not.
+func TestDialErrorRetriable(t *testing.T) {
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	for _, tc := range []struct {
+		name  string
+		stage Stage
+		err   error
+		want  bool
+	}{
+		{"refused", StageDial, refused, true},
+		{"timeout", StageDial, &net.OpError{Op: "dial", Net: "tcp", Err: os.ErrDeadlineExceeded}, true},
+		{"reset during tls", StageTLS, &net.OpError{Op: "read", Err: syscall.ECONNRESET}, true},
+		{"eof during tls", StageTLS, io.EOF, true},
+		{"unknown authority", StageTLS, &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}, false},
+		{"wrong host", StageTLS, x509.HostnameError{Host: "x"}, false},
+		{"expired", StageTLS, x509.CertificateInvalidError{Reason: x509.Expired}, false},
+		{"not tls", StageTLS, tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}, false},
+		{"alert from broker", StageAPIVersions, &net.OpError{Op: "remote error", Err: errors.New("tls: certificate required")}, false},
+		{"oversized handshake frame", StageAPIVersions, &wire.FrameError{Reason: "size prefix above the limit", Size: 1 << 30}, false},
+		{"wrong correlation id", StageAPIVersions, fmt.Errorf("x: %w", &wire.FrameError{Reason: "correlation id 8, expected 1"}), false},
+		{"truncated handshake frame", StageAPIVersions, &wire.FrameError{Reason: "truncated body", Size: 10}, true},
+		{"unsupported", StageAPIVersions, fmt.Errorf("no version: %w", errs.ErrUnsupported), false},
+		{"auth", StageSASL, fmt.Errorf("%w: rejected", errs.ErrAuth), false},
+	} {
+		de := &DialError{Addr: "a:1", Stage: tc.stage, Err: tc.err}
+		if got := errs.IsRetriable(de); got != tc.want {
+			t.Errorf("%s (%v): retriable %v, want %v", tc.name, de, got, tc.want)
+		}
 	}
 }

@@ -50,6 +50,14 @@ func IsRetriable(err error) bool {
 	case errors.Is(err, ErrAuth), errors.Is(err, ErrConfig), errors.Is(err, ErrClientClosed),
 		errors.Is(err, ErrUnsupported), errors.Is(err, ErrUnknownTopic), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return false
+	}
+	// Errors that know better decide for themselves: a failed dial by
+	// its stage and cause, an unreachable cluster by all its addresses.
+	var r interface{ Retriable() bool }
+	if errors.As(err, &r) {
+		return r.Retriable()
+	}
+	switch {
 	case errors.Is(err, ErrConnClosed), errors.Is(err, ErrRequestTimeout), errors.Is(err, ErrMalformed), errors.Is(err, ErrUnreachable):
 		return true
 	}
