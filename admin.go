@@ -67,16 +67,16 @@ func (a *Admin) controllerRequest(ctx context.Context, req kmsg.Request) (kmsg.R
 	err := cl.Retry(ctx, func(ctx context.Context) error {
 		snap := cl.Snapshot()
 		if _, ok := snap.Brokers[snap.Controller]; !ok {
-			if err := cl.RefreshMetadata(ctx, true); err != nil {
+			var err error
+			if snap, err = cl.RefreshOnce(ctx); err != nil {
 				return err
 			}
-			snap = cl.Snapshot()
 		}
 		var err error
 		if _, ok := snap.Brokers[snap.Controller]; ok {
 			resp, err = cl.Request(ctx, snap.Controller, cluster.ClassOther, req)
 		} else {
-			resp, err = cl.RequestAny(ctx, req)
+			resp, err = cl.RequestAnyOnce(ctx, req)
 		}
 		if err != nil {
 			if errs.IsRetriable(err) {
@@ -275,7 +275,7 @@ type ClusterInfo struct {
 
 // DescribeCluster returns the cluster id, controller and brokers.
 func (a *Admin) DescribeCluster(ctx context.Context) (ClusterInfo, error) {
-	if err := a.c.cl.RefreshMetadata(ctx, true); err != nil {
+	if err := a.c.cl.RefreshMetadata(ctx); err != nil {
 		return ClusterInfo{}, err
 	}
 	s := a.c.cl.Snapshot()
@@ -314,7 +314,7 @@ func (a *Admin) ListOffsets(ctx context.Context, timestamp int64, topics ...stri
 	}
 	var all []tp
 	for _, t := range topics {
-		tm, err := cl.Topic(ctx, t)
+		tm, err := cl.LookupTopic(ctx, t)
 		if err != nil {
 			return nil, err
 		}

@@ -70,7 +70,7 @@ type GroupListing struct {
 // brokers that failed: the listing is then incomplete.
 func (a *Admin) ListGroups(ctx context.Context) ([]GroupListing, error) {
 	cl := a.c.cl
-	if err := cl.RefreshMetadata(ctx, true); err != nil {
+	if err := cl.RefreshMetadata(ctx); err != nil {
 		return nil, err
 	}
 	snap := cl.Snapshot()

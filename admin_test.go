@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -232,5 +234,54 @@ func TestControllerNotAmongBrokers(t *testing.T) {
 	res, err := cl.Admin().CreateTopics(ctx, TopicSpec{Name: "x", Partitions: 1})
 	if err != nil || res.Err() != nil {
 		t.Fatalf("create with an unlisted controller: %v %v", err, res.Err())
+	}
+}
+
+// TestOneOffLookupsAreNotTracked checks that topics looked up once (here by
+// Admin.ListOffsets) leave the metadata refreshes once unused, instead of
+// being asked about for the client's life.
+func TestOneOffLookupsAreNotTracked(t *testing.T) {
+	fake := newFake(t, kfake.NumBrokers(1), kfake.SeedTopics(2, "t"))
+	var mu sync.Mutex
+	var asked [][]string // topics of each metadata request
+	fake.ControlKey(int16(kmsg.Metadata), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		fake.KeepControl()
+		var topics []string
+		for _, rt := range kr.(*kmsg.MetadataRequest).Topics {
+			if rt.Topic != nil {
+				topics = append(topics, *rt.Topic)
+			}
+		}
+		mu.Lock()
+		asked = append(asked, topics)
+		mu.Unlock()
+		return nil, nil, false
+	})
+	lastAsked := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return asked[len(asked)-1]
+	}
+	cl := newTestClient(t, SeedBrokers(fake.ListenAddrs()...))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	offs, err := cl.Admin().ListOffsets(ctx, OffsetLatest, "t")
+	if err != nil || len(offs) != 2 {
+		t.Fatalf("list offsets: %v %v", offs, err)
+	}
+	if got := lastAsked(); !slices.Equal(got, []string{"t"}) {
+		t.Fatalf("the lookup asked about %v, want [t]", got)
+	}
+	// A lookup in use is refreshed once more at most; then it is gone.
+	for range 2 {
+		if err := cl.Ping(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := lastAsked(); len(got) != 0 {
+		t.Fatalf("refresh after the lookup still asks about %v", got)
+	}
+	if tm := cl.cl.Snapshot().Topics["t"]; tm != nil {
+		t.Fatal("a topic nobody uses is still in the metadata snapshot")
 	}
 }

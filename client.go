@@ -93,7 +93,7 @@ func (c *Client) Close() { c.cl.Close() }
 // Ping checks that some broker answers, refreshing the cluster metadata.
 // When none does, the error is an *UnreachableError naming each address.
 func (c *Client) Ping(ctx context.Context) error {
-	return c.cl.RefreshMetadata(ctx, true)
+	return c.cl.RefreshMetadata(ctx)
 }
 
 // Request sends a raw request to any broker, with retries, and returns its
@@ -114,7 +114,7 @@ type BrokerMetadata struct {
 // Brokers returns the brokers of the cluster, sorted by node id, from
 // fresh metadata.
 func (c *Client) Brokers(ctx context.Context) ([]BrokerMetadata, error) {
-	if err := c.cl.RefreshMetadata(ctx, true); err != nil {
+	if err := c.cl.RefreshMetadata(ctx); err != nil {
 		return nil, err
 	}
 	return brokersOf(c.cl.Snapshot()), nil

@@ -220,7 +220,7 @@ func TestClusterChangesAreFollowed(t *testing.T) {
 	if err := fake.MoveTopicPartition("t", 0, target); err != nil {
 		t.Fatal(err)
 	}
-	if err := cl.cl.RefreshMetadata(ctx, true); err != nil {
+	if err := cl.cl.RefreshMetadata(ctx); err != nil {
 		t.Fatal(err)
 	}
 	pm, err := cl.cl.Leader(ctx, "t", 0)

@@ -154,7 +154,11 @@ func SASL(m SASLMechanism) Option { return func(c *clientConfig) { c.sasl = m.me
 func RequestTimeout(d time.Duration) Option { return func(c *clientConfig) { c.requestTimeout = d } }
 
 // RetryTimeout bounds the retries of one operation, on top of its context
-// (default 30 s).
+// (default 30 s). When it runs out before the context, the error reads
+// "gave up after RetryTimeout 30s: <last failure>" and matches both
+// context.DeadlineExceeded and that failure. Failures no retry can fix
+// (bad credentials, an untrusted certificate, a peer that does not speak
+// Kafka) are returned at once.
 func RetryTimeout(d time.Duration) Option { return func(c *clientConfig) { c.retryTimeout = d } }
 
 // RetryBackoff sets the exponential backoff between retries (default 100 ms

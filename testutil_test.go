@@ -48,7 +48,7 @@ func readPartition(t testing.TB, ctx context.Context, cl *Client, topic string, 
 				continue
 			}
 			if errors.Is(KafkaErrorForCode(rp.ErrorCode), ErrNotLeaderForPartition) {
-				cl.cl.RefreshMetadata(ctx, true)
+				cl.cl.RefreshMetadata(ctx)
 				continue
 			}
 			t.Fatalf("fetch %s[%d]@%d: %v", topic, partition, offset, KafkaErrorForCode(rp.ErrorCode))

@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -84,7 +86,8 @@ type Cluster struct {
 	brokers  map[int32]*broker
 	retired  []*broker // left the cluster; connections draining
 	tracker  *backoff.Tracker
-	lastErrs map[string]error // last dial failure per address, for reports
+	lastErrs map[string]error         // last dial failure per address, for reports
+	dialing  map[string]*inflightDial // "any broker" dials running, for reports
 
 	meta metaState
 }
@@ -106,6 +109,7 @@ func New(cfg Config) (*Cluster, error) {
 		brokers:  make(map[int32]*broker),
 		tracker:  backoff.NewTracker(cfg.ReconnectBackoff),
 		lastErrs: make(map[string]error),
+		dialing:  make(map[string]*inflightDial),
 	}
 	seen := map[string]bool{}
 	for _, s := range cfg.Seeds {
@@ -201,7 +205,7 @@ func (c *Cluster) broker(nodeID int32) (*broker, bool) {
 func (c *Cluster) Conn(ctx context.Context, nodeID int32, cls Class) (*conn.Conn, error) {
 	b, ok := c.broker(nodeID)
 	if !ok {
-		if err := c.RefreshMetadata(ctx, true); err != nil {
+		if _, err := c.awaitRefresh(ctx, nil); err != nil {
 			return nil, err
 		}
 		if b, ok = c.broker(nodeID); !ok {
@@ -340,6 +344,8 @@ func (c *Cluster) AnyConn(ctx context.Context) (*conn.Conn, error) {
 	unwatch := context.AfterFunc(c.ctx, stop)
 	defer unwatch()
 	win, cn, dialErrs := raceDial(rctx, list, c.cfg.DialStagger, func(ctx context.Context, cd candidate) (*conn.Conn, error) {
+		c.dialStarted(cd)
+		defer c.dialEnded(cd.addr)
 		cn, err := conn.Dial(ctx, c.connCfg, cd.addr, cd.nodeID)
 		if ctx.Err() == nil || err == nil {
 			c.recordDial(cd.addr, err)
@@ -378,60 +384,78 @@ func (c *Cluster) AnyConn(ctx context.Context) (*conn.Conn, error) {
 func (c *Cluster) RequestAny(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
 	var resp kmsg.Response
 	err := c.Retry(ctx, func(ctx context.Context) error {
-		cn, err := c.AnyConn(ctx)
-		if err != nil {
-			return err
-		}
-		resp, err = cn.Request(ctx, req)
+		var err error
+		resp, err = c.RequestAnyOnce(ctx, req)
 		return err
 	})
 	return resp, err
 }
 
-// Retry calls fn until it succeeds, fails non-retriably, the caller's ctx
-// ends or the retry budget (RetryTimeout) runs out. Between attempts it
-// backs off (KIP-580). The last error is returned, wrapped with the
-// context's error when the budget ran out.
-func (c *Cluster) Retry(ctx context.Context, fn func(context.Context) error) error {
-	budget, cancel := context.WithTimeout(ctx, c.cfg.RetryTimeout)
-	defer cancel()
-	for attempt := 1; ; attempt++ {
-		err := fn(budget)
-		if err == nil {
-			return nil
-		}
-		if c.ctx.Err() != nil {
-			return errs.ErrClientClosed
-		}
-		if ctx.Err() != nil {
-			return joinCtx(err, ctx.Err())
-		}
-		if !errs.IsRetriable(err) && !errors.Is(err, context.DeadlineExceeded) {
-			return err
-		}
-		if budget.Err() != nil {
-			return joinCtx(err, budget.Err())
-		}
-		c.log.Debug("retrying", "attempt", attempt, "err", err)
-		t := time.NewTimer(c.cfg.RetryBackoff.Delay(attempt, rand.Float64()))
-		select {
-		case <-t.C:
-		case <-budget.Done():
-			t.Stop()
-			if ctx.Err() != nil {
-				return joinCtx(err, ctx.Err())
-			}
-			return joinCtx(err, budget.Err())
-		case <-c.ctx.Done():
-			t.Stop()
-			return errs.ErrClientClosed
+// RequestAnyOnce sends req to any broker once, for callers that retry
+// themselves.
+func (c *Cluster) RequestAnyOnce(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	cn, err := c.AnyConn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return cn.Request(ctx, req)
+}
+
+type inflightDial struct {
+	n      int // concurrent dials of the address
+	nodeID int32
+	since  time.Time
+}
+
+func (c *Cluster) dialStarted(cd candidate) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d := c.dialing[cd.addr]
+	if d == nil {
+		d = &inflightDial{nodeID: cd.nodeID, since: time.Now()}
+		c.dialing[cd.addr] = d
+	}
+	d.n++
+}
+
+func (c *Cluster) dialEnded(addr string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if d := c.dialing[addr]; d != nil {
+		if d.n--; d.n == 0 {
+			delete(c.dialing, addr)
 		}
 	}
 }
 
-func joinCtx(err, ctxErr error) error {
-	if errors.Is(err, ctxErr) {
-		return err
+// dialsInFlight reports, for a caller that stopped waiting with ctxErr,
+// the "any broker" dials still running and the known addresses backing off
+// after a failure, or nil if no dial is running.
+func (c *Cluster) dialsInFlight(ctxErr error) *UnreachableError {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.dialing) == 0 {
+		return nil
 	}
-	return fmt.Errorf("%w (last error: %w)", ctxErr, err)
+	ue := &UnreachableError{Ctx: ctxErr}
+	now := time.Now()
+	for addr, d := range c.dialing {
+		ue.Addrs = append(ue.Addrs, AddrError{Addr: addr, NodeID: d.nodeID, Err: &conn.DialError{
+			Addr: addr, Stage: conn.StageDial,
+			Err: fmt.Errorf("no answer after %v: %w", now.Sub(d.since).Round(time.Millisecond), ctxErr),
+		}})
+	}
+	known := append([]*broker(nil), c.seeds...)
+	for _, b := range c.brokers {
+		known = append(known, b)
+	}
+	listed := map[string]bool{}
+	for _, b := range known {
+		if e := c.lastErrs[b.addr]; e != nil && c.dialing[b.addr] == nil && !listed[b.addr] {
+			listed[b.addr] = true
+			ue.Addrs = append(ue.Addrs, AddrError{Addr: b.addr, NodeID: b.nodeID, Err: fmt.Errorf("backing off after: %w", e)})
+		}
+	}
+	slices.SortFunc(ue.Addrs, func(a, b AddrError) int { return strings.Compare(a.Addr, b.Addr) })
+	return ue
 }

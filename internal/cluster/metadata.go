@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"net"
+	"slices"
 	"strconv"
 	"time"
 
@@ -62,16 +63,17 @@ type BrokerChange struct {
 }
 
 // merge applies a metadata response to prev and returns the new snapshot
-// and broker changes. allTopics says the request asked for every topic, so
-// topics missing from the response were deleted; otherwise topics not in
-// the response keep their previous entries. A partition whose leader epoch
-// is older than the cached one is stale (the answering broker has not seen
-// the latest election yet) and keeps the cached entry. Pure.
-func merge(prev *Snapshot, resp *kmsg.MetadataResponse, allTopics bool, now time.Time) (*Snapshot, []BrokerChange) {
+// and broker changes. asked (sorted) are the topics the request asked
+// about: the new snapshot holds exactly those, so topics nobody asks about
+// any more are dropped; an asked topic missing from the response keeps its
+// previous entry. A partition whose leader epoch is older than the cached
+// one is stale (the answering broker has not seen the latest election yet)
+// and keeps the cached entry. Pure.
+func merge(prev *Snapshot, resp *kmsg.MetadataResponse, asked []string, now time.Time) (*Snapshot, []BrokerChange) {
 	next := &Snapshot{
 		Brokers:    prev.Brokers,
 		Controller: resp.ControllerID,
-		Topics:     make(map[string]*TopicMeta, len(prev.Topics)+len(resp.Topics)),
+		Topics:     make(map[string]*TopicMeta, len(asked)),
 		Updated:    now,
 		ClusterID:  prev.ClusterID,
 	}
@@ -103,8 +105,8 @@ func merge(prev *Snapshot, resp *kmsg.MetadataResponse, allTopics bool, now time
 			}
 		}
 	}
-	if !allTopics {
-		for name, t := range prev.Topics {
+	for _, name := range asked {
+		if t := prev.Topics[name]; t != nil {
 			next.Topics[name] = t
 		}
 	}
@@ -114,6 +116,9 @@ func merge(prev *Snapshot, resp *kmsg.MetadataResponse, allTopics bool, now time
 			continue
 		}
 		name := *rt.Topic
+		if _, ok := slices.BinarySearch(asked, name); !ok {
+			continue
+		}
 		t := &TopicMeta{Name: name, ID: rt.TopicID, Internal: rt.IsInternal, Err: kafkaerr.ForCode(rt.ErrorCode)}
 		old := prev.Topics[name]
 		if t.Err != nil && old != nil && old.Err == nil && kafkaerr.Typed(rt.ErrorCode).Retriable &&

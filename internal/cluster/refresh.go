@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,22 +17,35 @@ import (
 // metaState is the metadata owner's state. One goroutine (metadataLoop)
 // issues every refresh; callers register as waiters and are woken by the
 // first refresh that starts after they asked, so any number of concurrent
-// lookups cost one request.
+// lookups cost one request. Each refresh is one attempt: callers retry
+// within their own budget (Retry), so every caller sees the failures of the
+// refreshes it waited for.
 type metaState struct {
 	snap atomic.Pointer[Snapshot]
 
 	mu        sync.Mutex
-	waiters   []chan error
-	immediate bool
-	interest  map[string]struct{} // topics refreshed every time
-	allTopics bool                // someone needs every topic
+	waiters   []*metaWaiter
+	interest  *interest // which topics refreshes ask about
+	lastErr   error     // the latest refresh's failure; nil once one succeeds
 	trigger   chan struct{}
 	refreshes atomic.Int64
 }
 
+// metaWaiter is a caller waiting for the next refresh; topics are one-off
+// lookups that refresh must include.
+type metaWaiter struct {
+	topics []string
+	done   chan metaResult // buffered: the owner never blocks on a waiter
+}
+
+type metaResult struct {
+	snap *Snapshot // the snapshot the refresh published
+	err  error
+}
+
 func (m *metaState) init() {
 	m.snap.Store(emptySnapshot())
-	m.interest = make(map[string]struct{})
+	m.interest = newInterest()
 	m.trigger = make(chan struct{}, 1)
 }
 
@@ -42,59 +55,115 @@ func (c *Cluster) Snapshot() *Snapshot { return c.meta.snap.Load() }
 // Refreshes returns how many metadata requests the owner has issued.
 func (c *Cluster) Refreshes() int64 { return c.meta.refreshes.Load() }
 
-// AddTopics adds topics to those every refresh asks about.
+// TrackTopics adds one reference to each topic: while any reference is
+// held, every refresh asks about the topic and the snapshot keeps it. Owners
+// of topics (a producer for the topics it produces to, a consumer for its
+// assigned partitions, a group member for its subscription) track them and
+// release them with UntrackTopics when done. Calls are counted: track twice,
+// untrack twice.
+func (c *Cluster) TrackTopics(topics ...string) {
+	c.meta.mu.Lock()
+	defer c.meta.mu.Unlock()
+	c.meta.interest.track(topics...)
+}
+
+// UntrackTopics releases references taken by TrackTopics. A topic nobody
+// holds any more is left out of the next refresh and dropped from the
+// snapshot (unless a lookup uses it meanwhile).
+func (c *Cluster) UntrackTopics(topics ...string) {
+	c.meta.mu.Lock()
+	defer c.meta.mu.Unlock()
+	c.meta.interest.untrack(topics...)
+}
+
+// AddTopics tracks topics for the client's life.
+//
+// Deprecated: topics added here are never dropped. Owners should use
+// TrackTopics and UntrackTopics; one-off lookups need neither.
 func (c *Cluster) AddTopics(topics ...string) {
 	c.meta.mu.Lock()
 	defer c.meta.mu.Unlock()
-	for _, t := range topics {
-		c.meta.interest[t] = struct{}{}
-	}
+	c.meta.interest.pin(topics...)
 }
 
-// RefreshMetadata asks the owner for a refresh and waits for it. immediate
-// refreshes (leader errors, unknown topics) wait only for the minimum age
-// since the previous refresh; others may be coalesced with the periodic one.
-func (c *Cluster) RefreshMetadata(ctx context.Context, immediate bool) error {
-	w := make(chan error, 1)
-	c.meta.mu.Lock()
-	c.meta.waiters = append(c.meta.waiters, w)
-	if immediate {
-		c.meta.immediate = true
-	}
-	c.meta.mu.Unlock()
-	c.TriggerMetadata()
-	select {
-	case err := <-w:
+// RefreshMetadata refreshes the metadata (brokers, controller, tracked
+// topics) and waits for it, retrying within the retry budget. Refreshes
+// are single-flight and spaced by MetadataMinAge. When ctx or the budget
+// ends first, the error carries the last refresh failure (for example an
+// *UnreachableError naming every address) along with the context's error.
+func (c *Cluster) RefreshMetadata(ctx context.Context) error {
+	return c.Retry(ctx, func(ctx context.Context) error {
+		_, err := c.awaitRefresh(ctx, nil)
 		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-c.ctx.Done():
-		return errs.ErrClientClosed
-	}
+	})
+}
+
+// RefreshOnce waits for one refresh, without retrying, and returns the
+// snapshot it published: for callers that retry themselves.
+func (c *Cluster) RefreshOnce(ctx context.Context) (*Snapshot, error) {
+	return c.awaitRefresh(ctx, nil)
 }
 
 // TriggerMetadata requests an immediate refresh without waiting for it.
 func (c *Cluster) TriggerMetadata() {
-	c.meta.mu.Lock()
-	c.meta.immediate = true
-	c.meta.mu.Unlock()
 	select {
 	case c.meta.trigger <- struct{}{}:
 	default:
 	}
 }
 
+// awaitRefresh waits for one refresh that starts after the call and that
+// also asks about topics (one-off lookups), and returns the snapshot it
+// published or its failure. If ctx ends first, the error says why the
+// refreshes are not succeeding, as far as is known (see refreshCutShort).
+func (c *Cluster) awaitRefresh(ctx context.Context, topics []string) (*Snapshot, error) {
+	if c.ctx.Err() != nil {
+		return nil, errs.ErrClientClosed
+	}
+	w := &metaWaiter{topics: topics, done: make(chan metaResult, 1)}
+	c.meta.mu.Lock()
+	c.meta.waiters = append(c.meta.waiters, w)
+	c.meta.mu.Unlock()
+	c.TriggerMetadata()
+	select {
+	case r := <-w.done:
+		return r.snap, r.err
+	case <-ctx.Done():
+		return nil, c.refreshCutShort(ctx.Err())
+	case <-c.ctx.Done():
+		return nil, errs.ErrClientClosed
+	}
+}
+
+// refreshCutShort is the error for a caller whose context ended while it
+// waited for a refresh: the previous refresh's failure if there was one,
+// else the dials still running (so an unreachable cluster is reported as
+// such, naming every address), with the context's error.
+func (c *Cluster) refreshCutShort(ctxErr error) error {
+	c.meta.mu.Lock()
+	last := c.meta.lastErr
+	c.meta.mu.Unlock()
+	if last != nil {
+		return withCtx(last, ctxErr)
+	}
+	if ue := c.dialsInFlight(ctxErr); ue != nil {
+		return ue
+	}
+	return ctxErr
+}
+
 func (c *Cluster) metadataLoop() {
-	maxAge := time.NewTimer(c.cfg.MetadataMaxAge)
-	defer maxAge.Stop()
+	next := time.NewTimer(c.cfg.MetadataMaxAge)
+	defer next.Stop()
 	var last time.Time
+	failures := 0
 	for {
 		select {
 		case <-c.ctx.Done():
 			c.failWaiters(errs.ErrClientClosed)
 			return
 		case <-c.meta.trigger:
-		case <-maxAge.C:
+		case <-next.C:
 		}
 		// The minimum age bounds how often a storm of leader errors can
 		// hit the cluster; waiters arriving meanwhile join this refresh.
@@ -111,23 +180,47 @@ func (c *Cluster) metadataLoop() {
 		c.meta.mu.Lock()
 		waiters := c.meta.waiters
 		c.meta.waiters = nil
-		c.meta.immediate = false
-		topics := make([]string, 0, len(c.meta.interest))
-		for t := range c.meta.interest {
-			topics = append(topics, t)
+		var extra []string
+		for _, w := range waiters {
+			extra = append(extra, w.topics...)
 		}
+		asked := c.meta.interest.plan(extra)
 		c.meta.mu.Unlock()
-		slices.Sort(topics)
 
-		err := c.refresh(topics)
+		snap, err := c.refresh(asked)
 		last = time.Now()
-		if err != nil {
+		c.meta.mu.Lock()
+		if err == nil {
+			c.meta.interest.refreshed(asked)
+		}
+		c.meta.lastErr = err
+		c.meta.mu.Unlock()
+		switch {
+		case err != nil && failures == 0:
 			c.log.Warn("metadata refresh failed", "err", err)
+		case err != nil:
+			c.log.Debug("metadata refresh failed again", "failures", failures+1, "err", err)
+		case failures > 0:
+			c.log.Info("metadata refresh succeeded again", "after_failures", failures)
 		}
 		for _, w := range waiters {
-			w <- err
+			w.done <- metaResult{snap, err}
 		}
-		maxAge.Reset(c.cfg.MetadataMaxAge)
+		// As Java's client: after a failure the next attempt comes after
+		// a backoff (KIP-580), not a whole MetadataMaxAge later; a
+		// failure no retry can fix (bad credentials, an untrusted
+		// certificate) waits for the next caller or the maximum age.
+		switch {
+		case err != nil && errs.IsRetriable(err):
+			failures++
+			next.Reset(c.cfg.RetryBackoff.Delay(failures, rand.Float64()))
+		case err != nil:
+			failures++
+			next.Reset(c.cfg.MetadataMaxAge)
+		default:
+			failures = 0
+			next.Reset(c.cfg.MetadataMaxAge)
+		}
 	}
 }
 
@@ -137,12 +230,14 @@ func (c *Cluster) failWaiters(err error) {
 	c.meta.waiters = nil
 	c.meta.mu.Unlock()
 	for _, w := range ws {
-		w <- err
+		w.done <- metaResult{nil, err}
 	}
 }
 
-// refresh fetches metadata for topics (none: brokers only) and publishes it.
-func (c *Cluster) refresh(topics []string) error {
+// refresh fetches metadata for topics (none: brokers only) in one attempt
+// and publishes it. Only metadataLoop calls it, so snapshots are published
+// in order.
+func (c *Cluster) refresh(topics []string) (*Snapshot, error) {
 	req := kmsg.NewPtrMetadataRequest()
 	req.AllowAutoTopicCreation = false
 	req.Topics = make([]kmsg.MetadataRequestTopic, len(topics))
@@ -151,34 +246,46 @@ func (c *Cluster) refresh(topics []string) error {
 		req.Topics[i].Topic = kmsg.StringPtr(t)
 	}
 	c.meta.refreshes.Add(1)
-	resp, err := c.RequestAny(c.ctx, req)
+	resp, err := c.RequestAnyOnce(c.ctx, req)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	mr := resp.(*kmsg.MetadataResponse)
-	next, changes := merge(c.meta.snap.Load(), mr, false, time.Now())
-	// Topics nobody asks about any more are dropped by the interest set:
-	// keep only interesting ones plus those just returned.
+	next, changes := merge(c.meta.snap.Load(), resp.(*kmsg.MetadataResponse), topics, time.Now())
 	c.meta.snap.Store(next)
 	c.applyBrokerChanges(changes)
-	return nil
+	return next, nil
 }
 
-// Topic returns metadata for topic, refreshing as needed. A topic the
-// cluster reports as unknown fails with ErrUnknownTopic after
-// UnknownTopicRetries refreshes; the retry budget and ctx bound the wait.
-func (c *Cluster) Topic(ctx context.Context, topic string) (*TopicMeta, error) {
-	if t := c.Snapshot().Topics[topic]; t != nil && t.Err == nil {
+// cached returns topic from the snapshot if it is there without error,
+// recording the use so a one-off topic in use stays fresh.
+func (c *Cluster) cached(topic string) *TopicMeta {
+	t := c.Snapshot().Topics[topic]
+	if t == nil || t.Err != nil {
+		return nil
+	}
+	c.meta.mu.Lock()
+	c.meta.interest.used(topic)
+	c.meta.mu.Unlock()
+	return t
+}
+
+// LookupTopic returns metadata for topic without tracking it: from the
+// snapshot if it is there, else from a refresh that asks about it (and
+// about nothing else the client does not track). A topic the cluster
+// reports as unknown fails with ErrUnknownTopic after UnknownTopicRetries
+// refreshes; the retry budget and ctx bound the wait.
+func (c *Cluster) LookupTopic(ctx context.Context, topic string) (*TopicMeta, error) {
+	if t := c.cached(topic); t != nil {
 		return t, nil
 	}
-	c.AddTopics(topic)
 	unknown := 0
 	var t *TopicMeta
 	err := c.Retry(ctx, func(ctx context.Context) error {
-		if err := c.RefreshMetadata(ctx, true); err != nil {
+		snap, err := c.awaitRefresh(ctx, []string{topic})
+		if err != nil {
 			return err
 		}
-		t = c.Snapshot().Topics[topic]
+		t = snap.Topics[topic]
 		switch {
 		case t == nil:
 			return fmt.Errorf("topic %q missing from metadata: %w", topic, kafkaerr.ForCode(kafkaerr.UnknownTopicOrPartition))
@@ -198,10 +305,20 @@ func (c *Cluster) Topic(ctx context.Context, topic string) (*TopicMeta, error) {
 	return t, nil
 }
 
-// Leader returns the leader of topic/partition from metadata, refreshing
-// while the partition has no leader.
+// Topic tracks topic for the client's life and returns its metadata.
+//
+// Deprecated: the topic is never dropped. Owners should TrackTopics (and
+// later UntrackTopics) and call LookupTopic; one-off lookups call
+// LookupTopic alone.
+func (c *Cluster) Topic(ctx context.Context, topic string) (*TopicMeta, error) {
+	c.AddTopics(topic)
+	return c.LookupTopic(ctx, topic)
+}
+
+// Leader returns the leader of topic/partition, refreshing while the
+// partition has no leader. Like LookupTopic it does not track the topic.
 func (c *Cluster) Leader(ctx context.Context, topic string, partition int32) (PartitionMeta, error) {
-	t, err := c.Topic(ctx, topic)
+	t, err := c.LookupTopic(ctx, topic)
 	if err != nil {
 		return PartitionMeta{}, err
 	}
@@ -210,10 +327,11 @@ func (c *Cluster) Leader(ctx context.Context, topic string, partition int32) (Pa
 	}
 	var pm PartitionMeta
 	err = c.Retry(ctx, func(ctx context.Context) error {
-		if err := c.RefreshMetadata(ctx, true); err != nil {
+		snap, err := c.awaitRefresh(ctx, []string{topic})
+		if err != nil {
 			return err
 		}
-		t := c.Snapshot().Topics[topic]
+		t := snap.Topics[topic]
 		p, ok := t.Partition(partition)
 		switch {
 		case t == nil || !ok:

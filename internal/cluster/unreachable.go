@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"errors"
 	"strings"
 
@@ -62,7 +63,9 @@ func (e *UnreachableError) Error() string {
 
 // Unwrap exposes ErrUnreachable, the context error, and ErrAuth when an
 // authentication failure is among the causes (so callers can stop
-// retrying bad credentials).
+// retrying bad credentials). When every address failed for good, it
+// exposes their errors too, so the cause matches (errors.Is(err,
+// ErrMalformed), errors.As(err, &x509.UnknownAuthorityError{})).
 func (e *UnreachableError) Unwrap() []error {
 	out := []error{errs.ErrUnreachable}
 	if e.Ctx != nil {
@@ -74,5 +77,27 @@ func (e *UnreachableError) Unwrap() []error {
 			break
 		}
 	}
+	if !e.Retriable() {
+		for _, a := range e.Addrs {
+			out = append(out, a.Err)
+		}
+	}
 	return out
+}
+
+// Retriable reports whether another attempt may reach a broker: some
+// address failed for a reason that can pass (refused, timeout, reset,
+// backing off after one of those, not tried), or none was listed. When
+// every address failed for good (a certificate not trusted, a peer that
+// does not speak Kafka, bad credentials), retrying cannot help.
+func (e *UnreachableError) Retriable() bool {
+	if len(e.Addrs) == 0 {
+		return true
+	}
+	for _, a := range e.Addrs {
+		if errs.IsRetriable(a.Err) || errors.Is(a.Err, context.DeadlineExceeded) || errors.Is(a.Err, context.Canceled) {
+			return true
+		}
+	}
+	return false
 }
