@@ -84,9 +84,12 @@ func TestPermanentFailuresAreReturned(t *testing.T) {
 		}},
 	}
 	calls := map[string]func(context.Context, *Client) error{
-		"ping":   func(ctx context.Context, cl *Client) error { return cl.Ping(ctx) },
-		"create": func(ctx context.Context, cl *Client) error { _, err := cl.Admin().CreateTopics(ctx, TopicSpec{Name: "x"}); return err },
-		"list":   func(ctx context.Context, cl *Client) error { _, err := cl.Admin().ListTopics(ctx); return err },
+		"ping": func(ctx context.Context, cl *Client) error { return cl.Ping(ctx) },
+		"create": func(ctx context.Context, cl *Client) error {
+			_, err := cl.Admin().CreateTopics(ctx, TopicSpec{Name: "x"})
+			return err
+		},
+		"list": func(ctx context.Context, cl *Client) error { _, err := cl.Admin().ListTopics(ctx); return err },
 	}
 	for _, tt := range tests {
 		for name, call := range calls {
@@ -116,9 +119,12 @@ func TestRetryTimeoutIsNamed(t *testing.T) {
 	addrs := refusedAddrs(t, 2)
 	cl := newTestClient(t, SeedBrokers(addrs...), RetryTimeout(300*time.Millisecond))
 	for name, call := range map[string]func() error{
-		"ping":   func() error { return cl.Ping(context.Background()) },
-		"create": func() error { _, err := cl.Admin().CreateTopics(context.Background(), TopicSpec{Name: "x"}); return err },
-		"list":   func() error { _, err := cl.Admin().ListTopics(context.Background()); return err },
+		"ping": func() error { return cl.Ping(context.Background()) },
+		"create": func() error {
+			_, err := cl.Admin().CreateTopics(context.Background(), TopicSpec{Name: "x"})
+			return err
+		},
+		"list": func() error { _, err := cl.Admin().ListTopics(context.Background()); return err },
 	} {
 		err := call()
 		if err == nil || !strings.HasPrefix(err.Error(), "gave up after RetryTimeout 300ms: ") {
@@ -154,8 +160,11 @@ func TestDeadlineKeepsUnreachableError(t *testing.T) {
 		cl := newTestClient(t, append(tc.opts, SeedBrokers(tc.addrs...))...)
 		for name, call := range map[string]func(context.Context) error{
 			"brokers": func(ctx context.Context) error { _, err := cl.Brokers(ctx); return err },
-			"create":  func(ctx context.Context) error { _, err := cl.Admin().CreateTopics(ctx, TopicSpec{Name: "x"}); return err },
-			"list":    func(ctx context.Context) error { _, err := cl.Admin().ListTopics(ctx); return err },
+			"create": func(ctx context.Context) error {
+				_, err := cl.Admin().CreateTopics(ctx, TopicSpec{Name: "x"})
+				return err
+			},
+			"list": func(ctx context.Context) error { _, err := cl.Admin().ListTopics(ctx); return err },
 		} {
 			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 			err := call(ctx)
