@@ -304,10 +304,18 @@ func TestGroupJoinUnknownMemberLoses(t *testing.T) {
 }
 
 // Fenced while a revoke waits for a handler (a heartbeat answers
-// ILLEGAL_GENERATION): the revoke is abandoned, handlers are cancelled,
-// nothing is committed, and every partition is reported lost, not revoked.
+// ILLEGAL_GENERATION, or FENCED_MEMBER_EPOCH under KIP-848): the revoke is
+// abandoned, handlers are cancelled, nothing is committed, and every
+// partition is reported lost, not revoked.
 func TestGroupFencedDuringRevoke(t *testing.T) {
-	fake := newFake(t, kfake.NumBrokers(1), kfake.SeedTopics(2, "fr"), kfake.GroupMinSessionTimeout(100*time.Millisecond))
+	for _, proto := range []GroupProtocol{GroupProtocolClassic, GroupProtocolConsumer} {
+		t.Run(fmt.Sprint(proto), func(t *testing.T) { runFencedDuringRevoke(t, proto) })
+	}
+}
+
+func runFencedDuringRevoke(t *testing.T, proto GroupProtocol) {
+	fake := newFake(t, kfake.NumBrokers(1), kfake.SeedTopics(2, "fr"), kfake.GroupMinSessionTimeout(100*time.Millisecond),
+		kfake.BrokerConfigs(map[string]string{"group.consumer.heartbeat.interval.ms": "100"}))
 	cl := newTestClient(t, SeedBrokers(fake.ListenAddrs()...))
 	produceN(t, cl, "fr", 2, 20)
 	var commits atomic.Int32
@@ -317,14 +325,28 @@ func TestGroupFencedDuringRevoke(t *testing.T) {
 		commits.Add(1)
 		return nil, nil, false
 	})
+	fenceOnce := func(memberID string) bool {
+		id, _ := fence.Load().(string)
+		return id != "" && memberID == id && fence.CompareAndSwap(id, "")
+	}
 	fake.ControlKey(int16(kmsg.Heartbeat), func(kr kmsg.Request) (kmsg.Response, error, bool) {
 		fake.KeepControl()
 		req := kr.(*kmsg.HeartbeatRequest)
-		if id, _ := fence.Load().(string); id == "" || req.MemberID != id || !fence.CompareAndSwap(id, "") {
+		if !fenceOnce(req.MemberID) {
 			return nil, nil, false
 		}
 		resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
 		resp.ErrorCode = kerr.IllegalGeneration.Code
+		return resp, nil, true
+	})
+	fake.ControlKey(int16(kmsg.ConsumerGroupHeartbeat), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		fake.KeepControl()
+		req := kr.(*kmsg.ConsumerGroupHeartbeatRequest)
+		if !fenceOnce(req.MemberID) {
+			return nil, nil, false
+		}
+		resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
+		resp.ErrorCode = kerr.FencedMemberEpoch.Code
 		return resp, nil, true
 	})
 	var atGate [2]atomic.Bool
@@ -334,7 +356,7 @@ func TestGroupFencedDuringRevoke(t *testing.T) {
 	gated := true
 	var gatedMu sync.Mutex
 	a, err := NewConsumer(newTestClient(t, SeedBrokers(fake.ListenAddrs()...)),
-		ConsumerGroup("g-fr"), SubscribeTopics("fr"), OffsetReset(ResetEarliest), DisableAutoCommit(),
+		ConsumerGroup("g-fr"), SubscribeTopics("fr"), WithGroupProtocol(proto), OffsetReset(ResetEarliest), DisableAutoCommit(),
 		SessionTimeout(2*time.Second), HeartbeatInterval(100*time.Millisecond), RevokeTimeout(20*time.Second),
 		RebalanceTimeout(30*time.Second),
 		OnPartitionsLost(func(_ context.Context, tps []TopicPartition) {
@@ -367,7 +389,7 @@ func TestGroupFencedDuringRevoke(t *testing.T) {
 		return atGate[0].Load() && atGate[1].Load()
 	})
 	b, err := NewConsumer(newTestClient(t, SeedBrokers(fake.ListenAddrs()...)),
-		ConsumerGroup("g-fr"), SubscribeTopics("fr"), OffsetReset(ResetEarliest), DisableAutoCommit(),
+		ConsumerGroup("g-fr"), SubscribeTopics("fr"), WithGroupProtocol(proto), OffsetReset(ResetEarliest), DisableAutoCommit(),
 		SessionTimeout(2*time.Second), HeartbeatInterval(100*time.Millisecond),
 		HandleRecord(func(context.Context, *Record) error { return nil }))
 	if err != nil {
@@ -587,5 +609,61 @@ func runCloseRevokes(t *testing.T, proto GroupProtocol) {
 	}
 	if !left.Load() {
 		t.Fatal("never left the group")
+	}
+}
+
+// An offset read for a partition is committed only while the member still
+// owns the partition under the ownership it was read under: once the
+// partition's revoke started (the revoke commits it itself) or it was lost
+// (another member may own it), an offset read before is dropped and
+// reported, never sent.
+func TestCommitDropsPartitionsNoLongerOwned(t *testing.T) {
+	fake := newFake(t, kfake.NumBrokers(1), kfake.SeedTopics(2, "own"))
+	var smu sync.Mutex
+	sent := map[TopicPartition][]int64{}
+	fake.ControlKey(int16(kmsg.OffsetCommit), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		fake.KeepControl()
+		smu.Lock()
+		defer smu.Unlock()
+		for _, rt := range kr.(*kmsg.OffsetCommitRequest).Topics {
+			for _, p := range rt.Partitions {
+				tp := TopicPartition{rt.Topic, p.Partition}
+				sent[tp] = append(sent[tp], p.Offset)
+			}
+		}
+		return nil, nil, false
+	})
+	assigned := make(chan []TopicPartition, 4)
+	cs, err := NewConsumer(newTestClient(t, SeedBrokers(fake.ListenAddrs()...)),
+		ConsumerGroup("g-own"), SubscribeTopics("own"), DisableAutoCommit(),
+		OnPartitionsAssigned(func(_ context.Context, tps []TopicPartition) { assigned <- tps }),
+		HandleRecord(func(context.Context, *Record) error { return nil }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeMember(t, cs)
+	select {
+	case <-assigned:
+	case <-time.After(20 * time.Second):
+		t.Fatal("never assigned")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	tp0, tp1 := TopicPartition{"own", 0}, TopicPartition{"own", 1}
+	_, _, own := cs.member.ownedPositions()
+	cs.member.retoken([]TopicPartition{tp0}) // tp0's revoke starts
+	err = cs.member.commits.commitSync(ctx, map[TopicPartition]int64{tp0: 7, tp1: 7}, nil, own)
+	if !errors.Is(err, ErrNotAssigned) {
+		t.Fatalf("commit over a revoke: %v", err)
+	}
+	cs.member.lose(ctx) // fenced
+	err = cs.member.commits.commitSync(ctx, map[TopicPartition]int64{tp1: 9}, nil, own)
+	if !errors.Is(err, ErrNotAssigned) {
+		t.Fatalf("commit after a loss: %v", err)
+	}
+	smu.Lock()
+	defer smu.Unlock()
+	if !slices.Equal(sent[tp0], nil) || !slices.Equal(sent[tp1], []int64{7}) {
+		t.Fatalf("sent %v", sent)
 	}
 }
