@@ -11,8 +11,9 @@ package riffle
 // It is a plain type: the partition's mutex guards it.
 type recQueue struct {
 	segs  [][]*Record
-	n     int   // records queued
-	bytes int64 // their sizes (Record.size)
+	spine [][]*Record // segs' backing array, reused once the queue empties
+	n     int         // records queued
+	bytes int64       // their sizes (Record.size)
 }
 
 // push appends one fetch's records, of total size bytes.
@@ -20,7 +21,13 @@ func (q *recQueue) push(seg []*Record, bytes int64) {
 	if len(seg) == 0 {
 		return
 	}
+	if len(q.segs) == 0 {
+		q.segs = q.spine[:0]
+	}
 	q.segs = append(q.segs, seg)
+	if cap(q.segs) > cap(q.spine) {
+		q.spine = q.segs[:0:cap(q.segs)]
+	}
 	q.n += len(seg)
 	q.bytes += bytes
 }
@@ -32,6 +39,9 @@ func (q *recQueue) pushFront(recs []*Record, bytes int64) {
 		return
 	}
 	q.segs = append(q.segs, nil)
+	if cap(q.segs) > cap(q.spine) {
+		q.spine = q.segs[:0:cap(q.segs)]
+	}
 	copy(q.segs[1:], q.segs)
 	q.segs[0] = recs[:len(recs):len(recs)]
 	q.n += len(recs)
@@ -77,16 +87,14 @@ func (q *recQueue) advance(k int) {
 		q.segs[0] = q.segs[0][k:]
 		return
 	}
-	q.segs[0] = nil
+	q.segs[0] = nil // the spine must not pin handled records
 	q.segs = q.segs[1:]
-	if len(q.segs) == 0 {
-		q.segs = nil // let the spine's array go too
-	}
 }
 
 // reset drops everything and returns the size dropped.
 func (q *recQueue) reset() int64 {
 	b := q.bytes
-	*q = recQueue{}
+	clear(q.segs)
+	*q = recQueue{spine: q.spine}
 	return b
 }

@@ -12,6 +12,7 @@ import (
 type runQueue struct {
 	mu     sync.Mutex
 	q      []*cpart
+	buf    []*cpart // q's backing array, reused whenever q empties
 	notify chan struct{}
 }
 
@@ -19,7 +20,13 @@ func (r *runQueue) init() { r.notify = make(chan struct{}, 1) }
 
 func (r *runQueue) push(p *cpart) {
 	r.mu.Lock()
+	if len(r.q) == 0 {
+		r.q = r.buf[:0]
+	}
 	r.q = append(r.q, p)
+	if cap(r.q) > cap(r.buf) {
+		r.buf = r.q[:0:cap(r.q)]
+	}
 	r.mu.Unlock()
 	select {
 	case r.notify <- struct{}{}:

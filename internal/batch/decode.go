@@ -397,3 +397,33 @@ func aliasString(b []byte) string {
 	}
 	return unsafe.String(&b[0], len(b))
 }
+
+// CountRecords returns an upper bound of the records of the complete v2
+// batches in data that end at or after from, reading only their headers
+// (no CRC, no decompression): enough to size a buffer before decoding.
+// Counts are capped by the bytes each batch really has, so a hostile
+// header cannot inflate the result beyond len(data)/minRecordSize. Legacy
+// messages count one record each (a compressed wrapper may hold more;
+// the bound is then low and the buffer grows).
+func CountRecords(data []byte, from int64) int {
+	total := 0
+	for len(data) >= lengthOverhead {
+		length := int32(be.Uint32(data[offLength:]))
+		if length < minV0Length || int64(length) > int64(len(data)-lengthOverhead) {
+			break
+		}
+		raw := data[:lengthOverhead+int(length)]
+		data = data[len(raw):]
+		if raw[offMagic] != 2 || len(raw) < headerSize {
+			total++
+			continue
+		}
+		last := int64(be.Uint64(raw[offBaseOffset:])) + int64(int32(be.Uint32(raw[offLastOffsetDelta:])))
+		if last < from || be.Uint16(raw[offAttributes:])&attrControl != 0 {
+			continue
+		}
+		n := int(int32(be.Uint32(raw[offNumRecords:])))
+		total += max(0, min(n, (len(raw)-headerSize)/minRecordSize))
+	}
+	return total
+}

@@ -103,12 +103,12 @@ func DecodePartitionTo(rp *kmsg.FetchResponseTopicPartition, fetchOffset int64, 
 		}
 		filter = batch.NewAbortFilter(aborted)
 	}
-	// First pass: batch headers only (cheap), deciding what to keep; then
-	// the sink sizes itself once for every record, instead of growing per
-	// batch.
+	// The sink sizes itself once for every record, from the batch
+	// headers, instead of growing per batch.
+	if n := batch.CountRecords(rp.RecordBatches, fetchOffset); n > 0 {
+		sink.Grow(n)
+	}
 	it := batch.NewIterator(rp.RecordBatches, opts.Batch)
-	var keep []batch.Batch
-	var total int
 	var stopErr error
 	for {
 		b, err := it.Next()
@@ -139,33 +139,25 @@ func DecodePartitionTo(rp *kmsg.FetchResponseTopicPartition, fetchOffset int64, 
 			break // past the last stable offset: not yet decided
 		}
 		if !drop {
-			keep = append(keep, b)
-			total += int(b.NumRecords)
+			added := 0
+			_, err := b.EachRecord(func(r batch.Record) {
+				if r.Offset >= fetchOffset {
+					sink.Add(r)
+					added++
+				}
+			})
+			if err != nil {
+				// Records before the bad batch stand; resume at it.
+				if added > 0 {
+					sink.Drop(added)
+				}
+				out.NextOffset = b.BaseOffset
+				out.Err = err
+				return out
+			}
 		}
 		out.NextOffset = b.LastOffset + 1
 		out.Bytes = it.Pos()
-	}
-	if total > 0 {
-		sink.Grow(total)
-	}
-	for i := range keep {
-		b := &keep[i]
-		added := 0
-		_, err := b.EachRecord(func(r batch.Record) {
-			if r.Offset >= fetchOffset {
-				sink.Add(r)
-				added++
-			}
-		})
-		if err != nil {
-			// Records before the bad batch stand; resume at it.
-			if added > 0 {
-				sink.Drop(added)
-			}
-			out.NextOffset = b.BaseOffset
-			out.Err = err
-			return out
-		}
 	}
 	if stopErr != nil {
 		out.Err = stopErr

@@ -1,0 +1,128 @@
+package riffle
+
+import (
+	"context"
+	"encoding/binary"
+	"testing"
+	"time"
+
+	"github.com/riffle-go/riffle/internal/batch"
+	"github.com/riffle-go/riffle/internal/fetch"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Allocation ceilings on the hot paths. Allocation counts are
+// deterministic, unlike timings, so these fail CI when a change adds
+// per-record allocations. The figures they guard are in the comments.
+
+// Producing a record that goes into an open batch allocates nothing: the
+// batch's buffers grow geometrically and are pooled across batches, and
+// the limiter and partitioner take no allocations.
+func TestProduceAllocsPerRecord(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs a cluster")
+	}
+	c := newFake(t, kfake.SeedTopics(4, "t"))
+	cl := newTestClient(t, SeedBrokers(c.ListenAddrs()...))
+	// A long linger and large batches: the measured calls only buffer,
+	// so no goroutine sends (or allocates) meanwhile.
+	p, err := NewProducer(cl, Linger(time.Hour), DeliveryTimeout(2*time.Hour), MaxBatchBytes(16<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	value := make([]byte, 100)
+	const runs = 20000
+	recs := make([]Record, runs+2)
+	for i := range recs {
+		recs[i] = Record{Topic: "t", Value: value, Key: []byte{byte(i), byte(i >> 8)}}
+	}
+	cb := func(*Record, error) {}
+	i := 0
+	p.Produce(ctx, &recs[i], cb) // looks the topic up
+	i++
+	allocs := testing.AllocsPerRun(runs, func() {
+		p.Produce(ctx, &recs[i], cb)
+		i++
+	})
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Measured: 0 (the builder's and pending slices' growth, amortized
+	// over 20,000 records, rounds down).
+	if allocs > 0 {
+		t.Fatalf("%v allocations per produced record, want 0", allocs)
+	}
+}
+
+// Consuming: decoding a fetched partition into the slab, buffering it and
+// handing every record to a record handler allocates per fetch, not per
+// record: the slab and its pointer segment. (The fetch request and the
+// response frame are per broker fetch, outside this test.)
+func TestConsumeAllocsPerFetch(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs a cluster")
+	}
+	c := newFake(t)
+	cl := newTestClient(t, SeedBrokers(c.ListenAddrs()...))
+	const perBatch, batches = 100, 10
+	const perFetch = perBatch * batches
+	handled := make(chan struct{}, 1)
+	n := 0
+	cs, err := NewConsumer(cl, HandleRecord(func(_ context.Context, r *Record) error {
+		if n++; n%perFetch == 0 {
+			handled <- struct{}{}
+		}
+		return nil
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close(context.Background())
+
+	var data []byte
+	for range batches {
+		b := batch.NewBuilder(batch.BuilderOptions{})
+		for range perBatch {
+			b.Add(&batch.Record{Value: make([]byte, 100), Timestamp: 1})
+		}
+		e, err := b.Finish(batch.CodecNone)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data = append(data, e.Bytes()...)
+	}
+	rp := &kmsg.FetchResponseTopicPartition{HighWatermark: 1 << 40, LastStableOffset: 1 << 40, RecordBatches: data}
+	// A partition the engine dispatches but no fetcher or coordinator
+	// touches: the test plays the fetcher.
+	p := newCPart(cs, Assignment{TopicPartition: TopicPartition{Topic: "t", Partition: 0}})
+	p.mu.Lock()
+	p.state, p.fetchOffset, p.position, p.processed = stateFetching, 0, 0, 0
+	epoch := p.epoch
+	p.mu.Unlock()
+	var off int64
+	fetchOnce := func() {
+		// Each fetch carries the next offsets (the base offset is
+		// outside the CRC).
+		for i, pos := 0, 0; i < batches; i++ {
+			binary.BigEndian.PutUint64(data[pos:], uint64(off+int64(i*perBatch)))
+			pos += int(binary.BigEndian.Uint32(data[pos+8:])) + 12
+		}
+		sink := slabSink{topic: "t", part: 0}
+		res := fetch.DecodePartitionTo(rp, off, fetch.DecodeOptions{}, &sink)
+		if res.Err != nil || len(sink.recs) != perFetch {
+			t.Fatalf("decoded %d records: %v", len(sink.recs), res.Err)
+		}
+		p.applyFetch(epoch, off, res, sink.recs)
+		off += perFetch
+		<-handled
+	}
+	allocs := testing.AllocsPerRun(50, fetchOnce)
+	// Measured: 3 per fetch of 1,000 records: the slab, its pointer
+	// segment, and this test's sink (the fetcher's is a field of its
+	// own and does not escape).
+	if allocs > 3 {
+		t.Fatalf("%v allocations per fetch of %d records, want at most 3", allocs, perFetch)
+	}
+}
