@@ -56,7 +56,8 @@ func (s *session848) term() *term {
 	return s.cur
 }
 
-func signal(ch chan struct{}) {
+// nudge wakes the receiver of ch unless a wake is pending.
+func nudge(ch chan struct{}) {
 	select {
 	case ch <- struct{}{}:
 	default:
@@ -144,7 +145,7 @@ func (m *member) reconcile848(t *term, s *session848) (pending bool) {
 	}
 	m.mu.Unlock()
 	if changed {
-		signal(s.hbNow) // acknowledge at once
+		nudge(s.hbNow) // acknowledge at once
 	}
 	return !done
 }
@@ -212,7 +213,7 @@ func (m *member) heartbeat848Loop(ctx context.Context, s *session848) {
 			}
 			m.mu.Unlock()
 			if resp.Assignment != nil {
-				signal(s.reconc)
+				nudge(s.reconc)
 			}
 			if resp.HeartbeatIntervalMillis > 0 {
 				interval = time.Duration(resp.HeartbeatIntervalMillis) * time.Millisecond
