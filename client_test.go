@@ -411,3 +411,43 @@ func TestClosedClient(t *testing.T) {
 	}
 	cl.Close() // idempotent
 }
+
+// slowConn delays its first read: a live broker whose handshake is slow
+// (TLS, SASL, a loaded broker).
+type slowConn struct {
+	net.Conn
+	once  sync.Once
+	delay time.Duration
+}
+
+func (c *slowConn) Read(p []byte) (int, error) {
+	c.once.Do(func() { time.Sleep(c.delay) })
+	return c.Conn.Read(p)
+}
+
+// A live seed that connects at once but is slow to finish its handshake
+// holds the race for the handshake grace, not just the short stagger: the
+// other seeds are not dialed while it proceeds. (With a 100 ms handshake,
+// a 25 ms stagger alone would dial all three.)
+func TestSlowHandshakeDialsOneSeed(t *testing.T) {
+	fake := newFake(t, kfake.NumBrokers(3))
+	var dials atomic.Int32
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		dials.Add(1)
+		var nd net.Dialer
+		c, err := nd.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &slowConn{Conn: c, delay: 100 * time.Millisecond}, nil
+	}
+	cl := newTestClient(t, SeedBrokers(fake.ListenAddrs()...), Dialer(dial), DialStagger(25*time.Millisecond))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := cl.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := dials.Load(); n != 1 {
+		t.Fatalf("%d dials for one slow but live handshake, want 1", n)
+	}
+}

@@ -29,7 +29,8 @@ type Config struct {
 	Seeds []string
 	Conn  *conn.Config
 
-	DialStagger         time.Duration  // happy-eyeballs delay; default 300 ms
+	DialStagger         time.Duration  // happy-eyeballs delay before a TCP connection; default 25 ms
+	DialGrace           time.Duration  // the delay while a candidate is in its handshake; default 300 ms
 	ReconnectBackoff    backoff.Policy // per address; default 50 ms .. 1 s, jitter 0.2
 	RetryBackoff        backoff.Policy // between request retries; default 100 ms .. 1 s, jitter 0.2
 	RetryTimeout        time.Duration  // budget for one call's retries; default 30 s
@@ -47,7 +48,8 @@ func (c *Config) setDefaults() {
 			*d = v
 		}
 	}
-	def(&c.DialStagger, 300*time.Millisecond)
+	def(&c.DialStagger, 25*time.Millisecond)
+	def(&c.DialGrace, 300*time.Millisecond)
 	def(&c.RetryTimeout, 30*time.Second)
 	def(&c.IdleTimeout, 30*time.Second)
 	def(&c.MetadataMinAge, 100*time.Millisecond)
@@ -343,10 +345,10 @@ func (c *Cluster) AnyConn(ctx context.Context) (*conn.Conn, error) {
 	defer stop()
 	unwatch := context.AfterFunc(c.ctx, stop)
 	defer unwatch()
-	win, cn, dialErrs := raceDial(rctx, list, c.cfg.DialStagger, func(ctx context.Context, cd candidate) (*conn.Conn, error) {
+	win, cn, dialErrs := raceDial(rctx, list, c.cfg.DialStagger, c.cfg.DialGrace, func(ctx context.Context, cd candidate, connected func()) (*conn.Conn, error) {
 		c.dialStarted(cd)
 		defer c.dialEnded(cd.addr)
-		cn, err := conn.Dial(ctx, c.connCfg, cd.addr, cd.nodeID)
+		cn, err := conn.DialNotify(ctx, c.connCfg, cd.addr, cd.nodeID, connected)
 		if ctx.Err() == nil || err == nil {
 			c.recordDial(cd.addr, err)
 		}

@@ -8,18 +8,32 @@ import (
 )
 
 // racer is the decision core of a staggered parallel dial ("happy
-// eyeballs"): start one candidate; start the next when a stagger delay
-// passes or when the newest attempt fails; the first success wins and
+// eyeballs"): start one candidate; start the next when the newest attempt
+// fails (at once: a refused or unresolvable address costs no wait) or when
+// the pacing delay passes; the first handshake to complete wins and
 // everything else is abandoned. It does no I/O and keeps no time.
+//
+// The delay depends on what the attempts in flight are doing. While none
+// has a TCP connection yet, it is the short stagger: a live broker in the
+// same region accepts a connection within a few milliseconds, so a host
+// that has not after the stagger is probably dead (firewalled, blackholed)
+// and the next candidate starts. Once one has connected, the host is alive
+// and busy with TLS, ApiVersions and SASL, which may take longer than the
+// stagger; the next candidate then waits for the longer handshake grace,
+// so a healthy but slow handshake does not open a connection to every
+// seed, while a broker that accepts and then hangs still does not hold the
+// race past the grace.
 type racer struct {
-	n       int
-	started int
-	failed  int
-	winner  int // -1 until a success
-	stopped bool
+	n           int
+	started     int
+	failed      int
+	winner      int // -1 until a success
+	stopped     bool
+	connected   []bool
+	handshaking int // started, connected, not finished
 }
 
-func newRacer(n int) *racer { return &racer{n: n, winner: -1} }
+func newRacer(n int) *racer { return &racer{n: n, winner: -1, connected: make([]bool, n)} }
 
 // next starts the next candidate, returning its index, or -1 if none is
 // left or the race is decided.
@@ -31,19 +45,37 @@ func (r *racer) next() int {
 	return r.started - 1
 }
 
-// tick is the stagger timer firing: start another candidate.
+// tick is the pacing timer firing: start another candidate.
 func (r *racer) tick() int { return r.next() }
+
+// connect records that candidate i has its TCP connection and is now in
+// its handshake.
+func (r *racer) connect(i int) {
+	if !r.connected[i] {
+		r.connected[i] = true
+		r.handshaking++
+	}
+}
 
 // fail records that candidate i failed and returns the candidate to start
 // in its place (-1 if none).
-func (r *racer) fail(int) int {
+func (r *racer) fail(i int) int {
+	r.done(i)
 	r.failed++
 	return r.next()
+}
+
+func (r *racer) done(i int) {
+	if r.connected[i] {
+		r.connected[i] = false
+		r.handshaking--
+	}
 }
 
 // succeed records that candidate i completed its handshake. It returns
 // true if i won; false means a winner exists and i must be closed.
 func (r *racer) succeed(i int) bool {
+	r.done(i)
 	if r.winner >= 0 || r.stopped {
 		return false
 	}
@@ -57,32 +89,46 @@ func (r *racer) stop() { r.stopped = true }
 // exhausted reports whether every candidate failed.
 func (r *racer) exhausted() bool { return r.failed == r.n }
 
+// delay returns how long to wait before starting another candidate:
+// stagger while no attempt is in its handshake, grace while one is.
+func (r *racer) delay(stagger, grace time.Duration) time.Duration {
+	if r.handshaking > 0 {
+		return max(grace, stagger)
+	}
+	return stagger
+}
+
 // candidate is one address an "any broker" request may use.
 type candidate struct {
 	addr   string
 	nodeID int32 // -1 for seeds
 }
 
-type raceResult struct {
-	idx  int
-	conn *conn.Conn
-	err  error
+// raceEvent is one attempt's progress: connected (TCP up, handshake
+// running) or done (conn or err set).
+type raceEvent struct {
+	idx       int
+	connected bool
+	conn      *conn.Conn
+	err       error
 }
 
-// raceDial dials candidates staggered in parallel and returns the first
-// connection to finish its handshake. Every other attempt is cancelled (or
-// its late connection closed), and raceDial waits for all of them, so no
-// goroutine outlives it. errs has one entry per candidate: its failure,
+// raceDial dials candidates paced as the racer says and returns the first
+// connection to finish its handshake. dial must call connected (once, if
+// at all) when its TCP connection is up. Every other attempt is cancelled
+// (or its late connection closed), and raceDial waits for all of them, so
+// no goroutine outlives it. errs has one entry per candidate: its failure,
 // context.Canceled for a loser, or nil if it was never started or won.
-func raceDial(ctx context.Context, cands []candidate, stagger time.Duration,
-	dial func(context.Context, candidate) (*conn.Conn, error)) (win int, c *conn.Conn, errs []error) {
+func raceDial(ctx context.Context, cands []candidate, stagger, grace time.Duration,
+	dial func(ctx context.Context, cd candidate, connected func()) (*conn.Conn, error)) (win int, c *conn.Conn, errs []error) {
 	errs = make([]error, len(cands))
 	if len(cands) == 0 {
 		return -1, nil, errs
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	results := make(chan raceResult, len(cands))
+	// Each attempt sends at most two events: never blocks.
+	events := make(chan raceEvent, 2*len(cands))
 	running := 0
 	launch := func(i int) {
 		if i < 0 {
@@ -90,14 +136,23 @@ func raceDial(ctx context.Context, cands []candidate, stagger time.Duration,
 		}
 		running++
 		go func() {
-			cn, err := dial(rctx, cands[i])
-			results <- raceResult{i, cn, err}
+			cn, err := dial(rctx, cands[i], func() { events <- raceEvent{idx: i, connected: true} })
+			events <- raceEvent{idx: i, conn: cn, err: err}
 		}()
 	}
 	r := newRacer(len(cands))
 	launch(r.next())
 	timer := time.NewTimer(stagger)
 	defer timer.Stop()
+	rearm := func() {
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		timer.Reset(r.delay(stagger, grace))
+	}
 	win = -1
 	done := ctx.Done()
 	for running > 0 {
@@ -105,31 +160,29 @@ func raceDial(ctx context.Context, cands []candidate, stagger time.Duration,
 		case <-timer.C:
 			if i := r.tick(); i >= 0 {
 				launch(i)
-				timer.Reset(stagger)
+				timer.Reset(r.delay(stagger, grace))
 			}
-		case res := <-results:
-			running--
-			if res.err != nil {
-				errs[res.idx] = res.err
-				if i := r.fail(res.idx); i >= 0 {
+		case ev := <-events:
+			switch {
+			case ev.connected:
+				r.connect(ev.idx)
+				rearm() // the grace runs from the connection
+			case ev.err != nil:
+				running--
+				errs[ev.idx] = ev.err
+				if i := r.fail(ev.idx); i >= 0 {
 					launch(i)
-					if !timer.Stop() {
-						select {
-						case <-timer.C:
-						default:
-						}
-					}
-					timer.Reset(stagger)
+					rearm()
 				}
-				continue
-			}
-			if r.succeed(res.idx) {
-				win, c = res.idx, res.conn
+			case r.succeed(ev.idx):
+				running--
+				win, c = ev.idx, ev.conn
 				cancel() // losers stop dialing
-				continue
+			default:
+				running--
+				ev.conn.Close()
+				errs[ev.idx] = context.Canceled
 			}
-			res.conn.Close()
-			errs[res.idx] = context.Canceled
 		case <-done:
 			done = nil
 			r.stop()

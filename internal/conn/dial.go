@@ -20,8 +20,15 @@ import (
 // returned Conn is ready for requests. Every step honours ctx; nothing
 // outlives a failed dial.
 func Dial(ctx context.Context, cfg *Config, addr string, nodeID int32) (*Conn, error) {
+	return DialNotify(ctx, cfg, addr, nodeID, nil)
+}
+
+// DialNotify is Dial calling connected (unless nil) once the TCP connection
+// is up, before the handshake: a dial race uses it to tell a live host in
+// a slow handshake from a dead one.
+func DialNotify(ctx context.Context, cfg *Config, addr string, nodeID int32, connected func()) (*Conn, error) {
 	start := time.Now()
-	c, err := dial(ctx, cfg, addr, nodeID)
+	c, err := dial(ctx, cfg, addr, nodeID, connected)
 	if cfg.Observer != nil {
 		cfg.Observer.Connected(addr, nodeID, time.Since(start), err)
 	}
@@ -33,7 +40,7 @@ func Dial(ctx context.Context, cfg *Config, addr string, nodeID int32) (*Conn, e
 	return c, nil
 }
 
-func dial(ctx context.Context, cfg *Config, addr string, nodeID int32) (*Conn, error) {
+func dial(ctx context.Context, cfg *Config, addr string, nodeID int32, connected func()) (*Conn, error) {
 	dctx, cancel := context.WithTimeout(ctx, cfg.dialTimeout())
 	defer cancel()
 	var nc net.Conn
@@ -49,6 +56,9 @@ func dial(ctx context.Context, cfg *Config, addr string, nodeID int32) (*Conn, e
 			return nil, &DialError{Addr: addr, Stage: StageDial, Err: ctx.Err()}
 		}
 		return nil, &DialError{Addr: addr, Stage: StageDial, Err: err}
+	}
+	if connected != nil {
+		connected()
 	}
 	// Bound the whole handshake by the dial context: a broker that accepts
 	// and then says nothing must not hold us past it.
