@@ -41,6 +41,10 @@ type consumeSpec struct {
 	// franz-go EachRecord) instead of per batch (HandleBatch,
 	// EachPartition).
 	perRecord bool
+	// Extra options for riffle's consumer and franz-go's client (bigrecords
+	// raises the fetch sizes with them); nil in consume.
+	riffleOpts []riffle.ConsumerOption
+	franzOpts  []kgo.Opt
 }
 
 // consumerUnderTest is one client in consume. run creates the client,
@@ -114,9 +118,10 @@ func consumeRiffle(ctx context.Context, spec consumeSpec, t *tally, notes *noteS
 			return nil
 		})
 	}
-	cs, err := riffle.NewConsumer(cl, handler,
+	opts := append([]riffle.ConsumerOption{handler,
 		riffle.OnPartitionError(func(pe *riffle.PartitionError) { notes.add("partition error: %v", pe) }),
-	)
+	}, spec.riffleOpts...)
+	cs, err := riffle.NewConsumer(cl, opts...)
 	if err != nil {
 		return err
 	}
@@ -141,10 +146,10 @@ func consumeFranz(ctx context.Context, spec consumeSpec, t *tally, notes *noteSe
 	for p := range spec.perPart {
 		offs[int32(p)] = kgo.NewOffset().AtStart()
 	}
-	cl, err := kgo.NewClient(
+	cl, err := kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(spec.addr),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{spec.topic: offs}),
-	)
+	}, spec.franzOpts...)...)
 	if err != nil {
 		return err
 	}

@@ -749,14 +749,21 @@ type kfakeServer struct {
 // startKfakeServer re-executes this binary as "kfake-server" and waits for
 // the broker address it prints.
 func startKfakeServer(ctx context.Context, topic string, partitions int, blackhole bool) (*kfakeServer, error) {
+	return startKfakeServerArgs(ctx, topic, partitions, blackhole)
+}
+
+// startKfakeServerArgs is startKfakeServer with more kfake-server flags
+// (e.g. "-max-message-bytes", "2097152").
+func startKfakeServerArgs(ctx context.Context, topic string, partitions int, blackhole bool, extra ...string) (*kfakeServer, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("finding this binary to start the broker: %w", err)
 	}
-	cmd := exec.Command(exe, "kfake-server",
+	args := append([]string{"kfake-server",
 		"-topic", topic,
 		"-partitions", strconv.Itoa(partitions),
-		"-blackhole="+strconv.FormatBool(blackhole))
+		"-blackhole=" + strconv.FormatBool(blackhole)}, extra...)
+	cmd := exec.Command(exe, args...)
 	return startServerProcess(ctx, cmd)
 }
 
@@ -831,10 +838,21 @@ func runKfakeServer(ctx context.Context, args []string) error {
 	topic := fs.String("topic", "bench", "topic to create")
 	partitions := fs.Int("partitions", 12, "its partitions")
 	blackhole := fs.Bool("blackhole", true, "kfake.BlackholeProduce: acknowledge produced records, store nothing")
+	maxMessage := fs.Int("max-message-bytes", 0, "if positive: the broker's message.max.bytes and the topic's max.message.bytes (kfake's default is 1048588)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	opts := []kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(int32(*partitions), *topic)}
+	opts := []kfake.Opt{kfake.NumBrokers(1)}
+	if *maxMessage <= 0 {
+		opts = append(opts, kfake.SeedTopics(int32(*partitions), *topic))
+	} else {
+		// The topic is created with its own max.message.bytes: kfake
+		// reports a broker-level message.max.bytes in DescribeConfigs
+		// under the broker's name only, so a client reading the topic's
+		// max.message.bytes (Riffle's producer does) would see the
+		// default.
+		opts = append(opts, kfake.BrokerConfigs(map[string]string{"message.max.bytes": strconv.Itoa(*maxMessage)}))
+	}
 	if *blackhole {
 		opts = append(opts, kfake.BlackholeProduce())
 	}
@@ -843,6 +861,11 @@ func runKfakeServer(ctx context.Context, args []string) error {
 		return err
 	}
 	defer c.Close()
+	if *maxMessage > 0 {
+		if err := c.CreateTopic(*topic, int32(*partitions), map[string]string{"max.message.bytes": strconv.Itoa(*maxMessage)}); err != nil {
+			return fmt.Errorf("creating %s: %w", *topic, err)
+		}
+	}
 	addrs := c.ListenAddrs()
 	if len(addrs) != 1 {
 		return fmt.Errorf("kfake listens on %d addresses, want 1", len(addrs))

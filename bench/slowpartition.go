@@ -52,6 +52,18 @@ type slowOutcome struct {
 	p0Done int64 // partition 0's records handled when 1 and 2 were complete
 	err    error // the run broke down, or 1 and 2 were not complete within the cap
 	notes  []string
+	// cpu is this process's CPU (getrusage) over the whole run, client
+	// construction to close; handled the records handled in it.
+	cpu     time.Duration
+	handled int64
+}
+
+// cpuPerRecord is the run's CPU per record handled (0 if none).
+func (o slowOutcome) cpuPerRecord() time.Duration {
+	if o.handled == 0 {
+		return 0
+	}
+	return o.cpu / time.Duration(o.handled)
 }
 
 // slowClient is one client in slowpartition. run builds and warms the
@@ -230,9 +242,11 @@ func slowOnce(ctx context.Context, c slowClient, spec slowSpec, perPart []int64,
 	var started time.Time
 	var notes noteSet
 	rctx, cancel := context.WithTimeout(ctx, timeout)
+	cpu0 := cpuTime()
 	err := c.run(rctx, spec, t, func() { started = time.Now() }, &notes)
+	cpu := cpuTime() - cpu0
 	cancel()
-	out := slowOutcome{p0Done: -1, notes: notes.list()}
+	out := slowOutcome{p0Done: -1, notes: notes.list(), cpu: cpu, handled: t.good()}
 	a1, a2 := t.slotFinishedAt(1), t.slotFinishedAt(2)
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
@@ -332,7 +346,7 @@ func runSlowPartition(ctx context.Context, args []string) error {
 		return median(ds), ok
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "client\tcase\tmedian\tmin\tmax\tp0 done\truns\t  note")
+	fmt.Fprintln(tw, "client\tcase\tmedian\tmin\tmax\tp0 done\tCPU µs/rec\truns\t  note")
 	for _, c := range selected {
 		for _, slow := range []bool{false, true} {
 			outs := outcomes[key{c.name, slow}]
@@ -340,8 +354,10 @@ func runSlowPartition(ctx context.Context, args []string) error {
 			var ds []time.Duration
 			var cells, notes []string
 			var p0 []int64
+			var cpus []time.Duration
 			for _, o := range outs {
 				p0 = append(p0, o.p0Done)
+				cpus = append(cpus, o.cpuPerRecord())
 				if o.err != nil {
 					cells = append(cells, "fail")
 					notes = append(notes, oneLine(o.err, 100))
@@ -365,8 +381,9 @@ func runSlowPartition(ctx context.Context, args []string) error {
 			if slow {
 				name = "(b) p0 slow"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d-%d\t%s\t  %s\n",
-				c.name, name, fmtDur(med), mn, mx, slices.Min(p0), slices.Max(p0), strings.Join(cells, " "), strings.Join(uniq, "; "))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d-%d\t%.1f\t%s\t  %s\n",
+				c.name, name, fmtDur(med), mn, mx, slices.Min(p0), slices.Max(p0), float64(median(cpus).Nanoseconds())/1e3,
+				strings.Join(cells, " "), strings.Join(uniq, "; "))
 		}
 	}
 	if err := tw.Flush(); err != nil {
@@ -377,6 +394,7 @@ func runSlowPartition(ctx context.Context, args []string) error {
 		fmt.Printf("%s: %s\n", c.name, c.pattern)
 	}
 	fmt.Printf("p0 done: records of partition 0 handled when partitions 1 and 2 were complete (min-max over runs); runs lists every run in order.\n")
+	fmt.Printf("CPU µs/rec: this process's CPU (getrusage) over a run, client construction to close, per record handled in it; median over runs.\n")
 	fmt.Printf("load average after: %s\n", loadAvg())
 
 	ratio := func(name string) string {
@@ -394,5 +412,27 @@ func runSlowPartition(ctx context.Context, args []string) error {
 		fmt.Printf("slowpartition franz-go (goroutine per partition) isolation ratio: %s\n", ratio("franz-go"))
 	}
 	fmt.Printf("slowpartition isolation ratio: %s\n", ratio("riffle"))
+	// CPU per record handled, from case (a) only: in (b) the run is
+	// mostly partition 0's handler sleeping.
+	medCPU := func(name string) (time.Duration, bool) {
+		var cs []time.Duration
+		for _, o := range outcomes[key{name, false}] {
+			if o.err != nil {
+				return 0, false
+			}
+			cs = append(cs, o.cpuPerRecord())
+		}
+		return median(cs), len(cs) > 0
+	}
+	rc, rok := medCPU("riffle")
+	fc, fok := medCPU("franz-go")
+	switch {
+	case len(outcomes[key{"franz-go", false}]) == 0:
+		fmt.Printf("slowpartition riffle/franz-go cpu ratio: n/a (franz-go not run)\n")
+	case !rok || !fok || fc == 0:
+		fmt.Printf("slowpartition riffle/franz-go cpu ratio: n/a (failed runs in case (a))\n")
+	default:
+		fmt.Printf("slowpartition riffle/franz-go cpu ratio: %.2f\n", rc.Seconds()/fc.Seconds())
+	}
 	return nil
 }
