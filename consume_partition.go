@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/riffle-go/riffle/internal/batch"
 	"github.com/riffle-go/riffle/internal/fetch"
@@ -51,11 +52,16 @@ type cpart struct {
 	wakes       uint64 // sink wakes, to catch one that races a refusal
 	startAt     int64  // where the current gen began (for the sink)
 	meta        string // commit metadata of the assigned committed offset
-	running     bool
-	queued      bool
-	fetchErr    *PartitionError // stops the partition once buf drains
-	err         *PartitionError
-	idleCh      chan struct{} // closed when a revoked partition stops running
+	// Start offset resolution (consume_start.go): the epoch+1 whose
+	// ListOffsets is out (0: none), and when to ask again after a failure.
+	resolving    uint64
+	resolveAfter time.Time
+	resolveFails int
+	running      bool
+	queued       bool
+	fetchErr     *PartitionError // stops the partition once buf drains
+	err          *PartitionError
+	idleCh       chan struct{} // closed when a revoked partition stops running
 }
 
 func newCPart(cs *Consumer, a Assignment) *cpart {
@@ -158,6 +164,7 @@ func (p *cpart) resetLocked(to StartOffset) {
 	p.gen++
 	p.dropBufferLocked()
 	p.start = to
+	p.resolveAfter, p.resolveFails = time.Time{}, 0
 	p.meta = "" // belongs to the committed offset, not to a reset one
 	p.blocked = false
 	p.state = stateNeedOffset

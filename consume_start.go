@@ -1,0 +1,240 @@
+package riffle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/riffle-go/riffle/internal/cluster"
+	"github.com/riffle-go/riffle/internal/kafkaerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Start offsets (earliest, latest, by time) are resolved per leader and
+// asynchronously: each leader gets its own ListOffsets for the partitions
+// it leads, on its own goroutine, and each partition starts fetching as
+// soon as its own leader answered. A slow or dead broker so delays only
+// the partitions it leads; the coordinator never waits for a ListOffsets.
+// Partitions of a group member without a committed offset take the same
+// path (their start is the reset policy).
+//
+// Results are fenced by the partition's epoch: a partition reset, revoked
+// or moved while its request was out takes nothing from the answer.
+
+// resolveItem is one partition in a ListOffsets request.
+type resolveItem struct {
+	p           *cpart
+	epoch       uint64 // the partition's epoch when the request was sent
+	leaderEpoch int32
+}
+
+// resolveOffsets starts resolving the start offsets of ps: exact offsets
+// at once, the others by one request per (leader, timestamp) in flight.
+func (cs *Consumer) resolveOffsets(ps []*cpart) {
+	snap := cs.cl.Snapshot()
+	type key struct {
+		leader int32
+		ts     int64
+	}
+	groups := map[key][]resolveItem{}
+	now := time.Now()
+	missing := false
+	for _, p := range ps {
+		p.mu.Lock()
+		if p.state != stateNeedOffset || p.resolving == p.epoch+1 || now.Before(p.resolveAfter) {
+			p.mu.Unlock()
+			continue
+		}
+		if p.start.kind == 0 {
+			p.startLocked(p.start.at)
+			p.mu.Unlock()
+			continue
+		}
+		leader, lepoch := int32(-1), int32(-1)
+		if tm := snap.Topics[p.tp.Topic]; tm != nil {
+			if pm, ok := tm.Partition(p.tp.Partition); ok && pm.Err == nil {
+				leader, lepoch = pm.Leader, pm.LeaderEpoch
+			}
+		}
+		if leader < 0 {
+			missing = true
+			p.mu.Unlock()
+			continue
+		}
+		p.resolving = p.epoch + 1
+		k := key{leader, p.start.listTimestamp()}
+		groups[k] = append(groups[k], resolveItem{p: p, epoch: p.epoch, leaderEpoch: lepoch})
+		p.mu.Unlock()
+	}
+	if missing {
+		cs.cl.TriggerMetadata()
+	}
+	for k, items := range groups {
+		cs.goOwned(func() { cs.listStart(k.leader, k.ts, items) })
+	}
+	cs.poke()
+}
+
+// listTimestamp is the ListOffsets timestamp of a symbolic start.
+func (s StartOffset) listTimestamp() int64 {
+	switch s.kind {
+	case 1:
+		return OffsetEarliest
+	case 2:
+		return OffsetLatest
+	}
+	return s.at
+}
+
+// startLocked starts the partition at off.
+func (p *cpart) startLocked(off int64) {
+	p.fetchOffset, p.position, p.processed = off, off, off
+	p.startAt = off
+	p.state = stateFetching
+}
+
+// listStart asks leader for the offsets of items at ts and applies each
+// answer to its partition. A partition with no record at or after ts
+// starts at the end of its log (as the Java client does).
+func (cs *Consumer) listStart(leader int32, ts int64, items []resolveItem) {
+	ctx, cancel := context.WithTimeout(cs.ctx, cs.c.cfg.retryTimeout)
+	defer cancel()
+	offs, errsByPart, err := cs.listOffsets(ctx, leader, ts, items)
+	var atEnd []resolveItem
+	if err == nil && ts >= 0 {
+		for _, it := range items {
+			if o, ok := offs[it.p]; ok && o < 0 {
+				atEnd = append(atEnd, it)
+			}
+		}
+		if len(atEnd) > 0 {
+			var ends map[*cpart]int64
+			var endErrs map[*cpart]error
+			ends, endErrs, err = cs.listOffsets(ctx, leader, OffsetLatest, atEnd)
+			for p, o := range ends {
+				offs[p] = o
+			}
+			for p, e := range endErrs {
+				errsByPart[p] = e
+			}
+		}
+	}
+	retry := false
+	for _, it := range items {
+		p := it.p
+		o, ok := offs[p]
+		perr := errsByPart[p]
+		if err != nil && perr == nil {
+			perr = err
+		}
+		p.mu.Lock()
+		if p.resolving == it.epoch+1 {
+			p.resolving = 0
+		}
+		if p.state != stateNeedOffset || p.epoch != it.epoch {
+			p.mu.Unlock() // reset, moved or revoked meanwhile
+			continue
+		}
+		switch {
+		case perr == nil && ok && o >= 0:
+			p.resolveFails = 0
+			p.startLocked(o)
+			p.mu.Unlock()
+			continue
+		case perr == nil || isRetriable(perr):
+			// No answer for it, a leader that moved, an epoch
+			// mismatch: ask again after a backoff, from fresh
+			// metadata.
+			p.resolveFails++
+			p.resolveAfter = time.Now().Add(cs.c.cfg.retryBackoff.Delay(p.resolveFails, rand.Float64()))
+			retry = true
+			p.mu.Unlock()
+			if cs.ctx.Err() == nil && perr != nil {
+				cs.c.log.Debug("resolving a start offset failed; retrying", "topic", p.tp.Topic, "partition", p.tp.Partition, "broker", leader, "err", perr)
+			}
+			continue
+		}
+		// Not retriable (authorization, say): the partition stops,
+		// reported as any other partition error.
+		p.state = stateFailed
+		p.err = &PartitionError{Topic: p.tp.Topic, Partition: p.tp.Partition, Offset: -1,
+			Err: fmt.Errorf("resolving the start offset (%s): %w", p.start, perr)}
+		pe := p.err
+		p.mu.Unlock()
+		cs.reportError(pe)
+	}
+	if retry {
+		cs.cl.TriggerMetadata()
+		// The coordinator's tick picks them up once the backoff passed.
+	}
+	cs.poke()
+}
+
+func isRetriable(err error) bool {
+	var ke *kafkaerr.Error
+	if errors.As(err, &ke) {
+		return ke.Retriable
+	}
+	return IsRetriable(err)
+}
+
+// listOffsets sends one ListOffsets for items at ts to leader. It returns
+// the offset per partition answered, the error per partition that failed,
+// and an error for the whole request.
+func (cs *Consumer) listOffsets(ctx context.Context, leader int32, ts int64, items []resolveItem) (map[*cpart]int64, map[*cpart]error, error) {
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.ReplicaID = -1
+	if cs.cfg.isolation == ReadCommitted {
+		req.IsolationLevel = 1
+	}
+	type tp struct {
+		t string
+		p int32
+	}
+	byTP := make(map[tp]*cpart, len(items))
+	idx := map[string]int{}
+	for _, it := range items {
+		t := it.p.tp
+		byTP[tp{t.Topic, t.Partition}] = it.p
+		i, ok := idx[t.Topic]
+		if !ok {
+			i = len(req.Topics)
+			idx[t.Topic] = i
+			rt := kmsg.NewListOffsetsRequestTopic()
+			rt.Topic = t.Topic
+			req.Topics = append(req.Topics, rt)
+		}
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Partition = t.Partition
+		rp.Timestamp = ts
+		rp.CurrentLeaderEpoch = it.leaderEpoch // KIP-320: the broker fences a stale view
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+	}
+	resp, err := cs.cl.Request(ctx, leader, cluster.ClassOther, req)
+	if err != nil {
+		return nil, nil, err
+	}
+	lr := resp.(*kmsg.ListOffsetsResponse)
+	offs := map[*cpart]int64{}
+	perr := map[*cpart]error{}
+	for _, rt := range lr.Topics {
+		for _, rp := range rt.Partitions {
+			p := byTP[tp{rt.Topic, rp.Partition}]
+			if p == nil {
+				continue // not asked for
+			}
+			if rp.ErrorCode != 0 {
+				perr[p] = kafkaerr.ForCode(rp.ErrorCode)
+				continue
+			}
+			off := rp.Offset
+			if req.Version == 0 && len(rp.OldStyleOffsets) > 0 {
+				off = rp.OldStyleOffsets[0]
+			}
+			offs[p] = off
+		}
+	}
+	return offs, perr, nil
+}
