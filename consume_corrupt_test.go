@@ -70,13 +70,20 @@ func TestConsumeCorruptBatch(t *testing.T) {
 		}
 		produceRecords(t, cl, recs)
 	}
-	// Partition 1: records 0-19; the batch holding offset 10 will be
-	// corrupted.
-	var recs1 []*Record
-	for i := 0; i < total1; i++ {
-		recs1 = append(recs1, &Record{Topic: "t", Partition: 1, Value: []byte(fmt.Sprintf("1-%d", i))})
+	// Partition 1: records 0-19, one batch each (one synchronous produce
+	// after the other); the batch holding offset 10 will be corrupted.
+	p1, err := NewProducer(cl, WithPartitioner(ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
 	}
-	produceRecords(t, cl, recs1)
+	for i := 0; i < total1; i++ {
+		if err := p1.ProduceSync(context.Background(), &Record{Topic: "t", Partition: 1, Value: []byte(fmt.Sprintf("1-%d", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p1.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 
 	// The real bytes, with one byte of the records of the batch that
 	// starts at offset 10 flipped: its CRC no longer matches. Batches

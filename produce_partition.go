@@ -22,6 +22,13 @@ type partState struct {
 	bld       *batch.Builder
 	open      []pendingRecord
 	openSince time.Time
+	// due: the open batch should go as soon as the partition can send it
+	// (linger passed or zero, or a synchronous produce), but an earlier
+	// sealed batch is still waiting for the sender. It stays open and
+	// takes more records until that one is sent (sealDueLocked), so a
+	// backlog batches naturally instead of becoming one tiny batch, and
+	// one request, per record.
+	due       bool
 	linger    *time.Timer
 	seq       *producer.Partition
 	retries   int
@@ -72,8 +79,11 @@ func (s *partState) append(br *batch.Record, pr pendingRecord, sync bool) {
 	}
 	s.open = append(s.open, pr)
 	switch {
-	case sync || s.p.cfg.linger == 0 || s.bld.Size() >= s.topic.maxBatch:
+	case s.bld.Size() >= s.topic.maxBatch:
 		bad = append(bad, s.sealLocked())
+	case sync || s.p.cfg.linger == 0:
+		s.due = true
+		bad = append(bad, s.sealDueLocked())
 	case len(s.open) == 1:
 		if s.linger == nil {
 			s.linger = time.AfterFunc(s.p.cfg.linger, s.lingerExpired)
@@ -89,10 +99,21 @@ func (s *partState) lingerExpired() {
 	s.mu.Lock()
 	var bad *pbatch
 	if len(s.open) > 0 && time.Since(s.openSince) >= s.p.cfg.linger-time.Millisecond {
-		bad = s.sealLocked()
+		s.due = true
+		bad = s.sealDueLocked()
 	}
 	s.mu.Unlock()
 	s.failBad([]*pbatch{bad})
+}
+
+// sealDueLocked seals the open batch if it is due and no sealed batch is
+// waiting to be sent. The sender calls it after taking a batch, and so do
+// the paths that remove batches without sending them.
+func (s *partState) sealDueLocked() *pbatch {
+	if !s.due || len(s.open) == 0 || s.seq.HasSendable() {
+		return nil
+	}
+	return s.sealLocked()
 }
 
 // flush seals the open batch now.
@@ -123,6 +144,7 @@ func (s *partState) sealLocked() *pbatch {
 	if s.linger != nil {
 		s.linger.Stop()
 	}
+	s.due = false
 	recs := s.open
 	// The next batch likely holds as many records: size its slice once.
 	s.open = make([]pendingRecord, 0, len(recs))
@@ -227,7 +249,9 @@ func (s *partState) expire(now time.Time) {
 	out, needBump := s.seq.Expire(func(b *producer.Batch) bool {
 		return now.Sub(b.Payload.(*pbatch).created) > s.p.cfg.deliveryTimeout
 	})
+	bad := s.sealDueLocked() // the batch it waited for may be gone
 	s.mu.Unlock()
+	s.failBad([]*pbatch{bad})
 	for _, b := range out {
 		s.p.finish(b.Payload.(*pbatch), s.topic.name, s.id, -1,
 			fmt.Errorf("%s[%d]: %w (%v) after %d attempts", s.topic.name, s.id, ErrDeliveryTimeout, s.p.cfg.deliveryTimeout, b.Attempts))

@@ -3,6 +3,7 @@ package riffle
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"sync"
@@ -237,4 +238,60 @@ func TestFlushNotStarvedByConcurrentProducers(t *testing.T) {
 		t.Fatal("Flush returned before a record produced earlier finished")
 	}
 	p.Close(ctx)
+}
+
+type batchCounter struct{ batches, records atomic.Int64 }
+
+func (b *batchCounter) OnBatchWritten(_ BrokerInfo, _ string, _ int32, records, _ int) {
+	b.batches.Add(1)
+	b.records.Add(int64(records))
+}
+
+// With no linger, records produced while the partition's pipeline is busy
+// wait in one open batch instead of each sealing a batch (and a request)
+// of its own: at most one sealed batch waits for the sender. With one
+// record per batch, a broker answering slowly turned 2,000 records into
+// 2,000 requests (and the latency of a queue of them).
+func TestNoLingerBatchesWhilePipelineBusy(t *testing.T) {
+	fake := newFake(t, kfake.SeedTopics(1, "t"))
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	fake.ControlKey(kmsg.Produce.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		fake.KeepControl()
+		fake.SleepControl(func() {
+			select {
+			case <-time.After(20 * time.Millisecond):
+			case <-stop:
+			}
+		})
+		return nil, nil, false
+	})
+	cl := newTestClient(t, SeedBrokers(fake.ListenAddrs()...))
+	var bc batchCounter
+	p, err := NewProducer(cl, Linger(0), WithProducerHooks(&bc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const n = 2000
+	var failed atomic.Int64
+	for i := range n {
+		p.Produce(ctx, &Record{Topic: "t", Value: []byte(fmt.Sprint(i))}, func(_ *Record, err error) {
+			if err != nil {
+				failed.Add(1)
+			}
+		})
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if failed.Load() != 0 || bc.records.Load() != n {
+		t.Fatalf("%d failed, %d written", failed.Load(), bc.records.Load())
+	}
+	// Produce is far faster than 20 ms per request: nearly everything
+	// queues behind the first requests.
+	if b := bc.batches.Load(); b > n/10 {
+		t.Fatalf("%d records went out in %d batches: records produced while the pipeline was busy were not batched", n, b)
+	}
 }

@@ -141,6 +141,8 @@ func (s *sink) sendOnce() bool {
 		s.connID = cn.ID()
 	}
 	var items []sentItem
+	var bad []*pbatch
+	var badParts []*partState
 	size := 0
 	for _, part := range parts {
 		part.mu.Lock()
@@ -173,8 +175,17 @@ func (s *sink) sendOnce() bool {
 			}
 			items = append(items, sentItem{part, b, epoch})
 			size += len(pb.enc.Bytes())
+			// The batch waiting for this one goes next: its
+			// records kept coming while it waited.
+			if fb := part.sealDueLocked(); fb != nil {
+				bad = append(bad, fb)
+				badParts = append(badParts, part)
+			}
 		}
 		part.mu.Unlock()
+	}
+	for i, b := range bad {
+		badParts[i].failBad([]*pbatch{b})
 	}
 	if len(items) == 0 {
 		return false
@@ -272,8 +283,10 @@ func (p *Producer) complete(node int32, it sentItem, pr *kmsg.ProduceResponse, r
 			p.cl.TriggerMetadata()
 		}
 	}
+	sealBad := part.sealDueLocked() // a batch the rewind or failure left waiting
 	part.wakeLocked()
 	part.mu.Unlock()
+	part.failBad([]*pbatch{sealBad})
 
 	name := part.topic.name
 	switch {
