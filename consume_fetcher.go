@@ -1,9 +1,11 @@
 package riffle
 
 import (
+	"context"
 	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/riffle-go/riffle/internal/batch"
@@ -13,14 +15,38 @@ import (
 )
 
 // fetcher fetches the partitions one broker leads, on that broker's fetch
-// connection, independently of every other broker's fetcher.
+// connection, independently of every other broker's fetcher. The
+// coordinator gives it its partitions (owned) and retires it, closing its
+// fetch session, once the broker leads none of them.
 type fetcher struct {
-	cs      *Consumer
-	node    int32
-	wake    chan struct{}
+	cs     *Consumer
+	node   int32
+	wake   chan struct{}
+	ctx    context.Context // ends with the consumer or when retired
+	cancel context.CancelFunc
+	owned  atomic.Pointer[[]*cpart] // partitions the broker leads, set by the coordinator
+	// idleSince: since when the broker leads none of the partitions
+	// (zero while it leads some); guarded by the consumer's mu.
+	idleSince time.Time
+
 	session fetch.Session
 	fails   int
 	slab    slabSink // decodes each partition of a response
+	rot     int      // where the next request starts in owned: fairness under a small budget
+
+	// Reused by every request: with thousands of partitions, building
+	// these afresh per fetch was most of an idle poll's cost.
+	cands []fetchCand
+	wants []fetch.Want
+	sent  map[fetch.TP]sentPart
+}
+
+// fetchCand is a partition that wants data in the next request.
+type fetchCand struct {
+	p      *cpart
+	want   fetch.Want
+	epoch  uint64
+	behind bool
 }
 
 // slabSink converts a fetched partition's records straight into one slab
@@ -69,11 +95,15 @@ type sentPart struct {
 
 func (f *fetcher) loop() {
 	cs := f.cs
+	defer f.closeSession()
+	if f.sent == nil {
+		f.sent = map[fetch.TP]sentPart{}
+	}
 	for {
-		wants, sent, reserve := f.collect()
+		wants, reserve := f.collect()
 		if len(wants) == 0 {
 			select {
-			case <-cs.ctx.Done():
+			case <-f.ctx.Done():
 				return
 			case <-f.wake:
 				continue
@@ -84,7 +114,7 @@ func (f *fetcher) loop() {
 		log := cs.c.log
 		// Guarded: the arguments would be boxed (allocated) even for a
 		// disabled level, per fetch and per partition.
-		debug := log.Enabled(cs.ctx, slog.LevelDebug)
+		debug := log.Enabled(f.ctx, slog.LevelDebug)
 		if debug {
 			log.Debug("fetch", "broker", f.node, "session", plan.SessionID, "epoch", plan.SessionEpoch,
 				"partitions", len(wants), "sent", len(plan.Send), "forgotten", len(plan.Forget))
@@ -94,7 +124,7 @@ func (f *fetcher) loop() {
 			cs.reserved.Add(-reserve)
 			cs.pokeStarved()
 			f.session.Fail()
-			if cs.ctx.Err() != nil {
+			if f.ctx.Err() != nil {
 				return
 			}
 			cs.cl.TriggerMetadata()
@@ -119,9 +149,11 @@ func (f *fetcher) loop() {
 			for j := range rt.Partitions {
 				rp := &rt.Partitions[j]
 				tp := fetch.TP{Topic: rt.Topic, Partition: rp.Partition}
-				s, ok := sent[tp]
+				s, ok := f.sent[tp]
 				if !ok {
-					log.Debug("fetch response for a partition not asked for", "broker", f.node, "topic", tp.Topic, "partition", tp.Partition)
+					if debug {
+						log.Debug("fetch response for a partition not asked for", "broker", f.node, "topic", tp.Topic, "partition", tp.Partition)
+					}
 					continue // a partition the session still had; ignore
 				}
 				f.slab = slabSink{topic: rt.Topic, part: rp.Partition}
@@ -149,15 +181,40 @@ func (f *fetcher) loop() {
 	}
 }
 
-// collect lists this broker's partitions that want data, within the
-// consumer's byte budget, and reserves what the request may return: the
-// sum of its partitions' limits (never the whole budget, which would starve
-// other brokers' fetchers while this one long-polls). The check and the
-// reservation are atomic across fetchers; each fetcher reserves at most
-// its broker's share of the budget; and a fetcher with records to fetch
-// that found no room gets the next room before the others (see starved).
-func (f *fetcher) collect() ([]fetch.Want, map[fetch.TP]sentPart, int64) {
-	wants, sent, total, wakeOthers := f.collectLocked()
+// collect lists this broker's partitions that want data and reserves, in
+// the consumer's byte budget, what the request may return. Every wanting
+// partition goes into the request (the broker bounds the response by the
+// request's MaxBytes, so thousands of partitions with little data each are
+// read in one request, not a budget's worth at a time), those with records
+// to fetch first, starting at a rotating position so that a small budget
+// is shared fairly over time. Partition locks are taken here, never under
+// the budget lock.
+func (f *fetcher) collect() ([]fetch.Want, int64) {
+	owned := f.owned.Load()
+	f.cands = f.cands[:0]
+	if owned != nil && len(*owned) > 0 {
+		ps := *owned
+		f.rot = (f.rot + 1) % len(ps)
+		for i := range ps {
+			p := ps[(f.rot+i)%len(ps)]
+			if w, epoch, behind, ok := p.fetchWant(f.node); ok {
+				f.cands = append(f.cands, fetchCand{p: p, want: w, epoch: epoch, behind: behind})
+			}
+		}
+		// Those with records to fetch first: room given to a caught-up
+		// partition only pays for a long poll.
+		slices.SortStableFunc(f.cands, func(a, b fetchCand) int {
+			switch {
+			case a.behind == b.behind:
+				return 0
+			case a.behind:
+				return -1
+			}
+			return 1
+		})
+	}
+	behind := len(f.cands) > 0 && f.cands[0].behind
+	limit, wakeOthers := f.reserve(len(f.cands) > 0, behind)
 	if wakeOthers {
 		f.cs.mu.Lock()
 		for _, o := range f.cs.fetchers {
@@ -167,21 +224,37 @@ func (f *fetcher) collect() ([]fetch.Want, map[fetch.TP]sentPart, int64) {
 		}
 		f.cs.mu.Unlock()
 	}
-	return wants, sent, total
+	if limit <= 0 {
+		return nil, 0
+	}
+	f.wants = f.wants[:0]
+	clear(f.sent)
+	per := int32(min(int64(f.cs.cfg.partitionMax), limit))
+	for _, c := range f.cands {
+		c.want.MaxBytes = per
+		f.wants = append(f.wants, c.want)
+		f.sent[c.want.TP] = sentPart{p: c.p, epoch: c.epoch, offset: c.want.Offset}
+	}
+	return f.wants, limit
 }
 
-func (f *fetcher) collectLocked() (_ []fetch.Want, _ map[fetch.TP]sentPart, _ int64, wakeOthers bool) {
+// reserve takes this fetcher's room in the byte budget for a request:
+// at most FetchMaxBytes, what the budget has left, and the broker's share
+// of it (the budget divided by the fetchers that have partitions: a
+// broker's caught-up partitions, long-polling, must not hold all of it
+// while another broker's partitions have data), and no more than its
+// partitions could return. It returns 0 when there is nothing to fetch or
+// no room. The check and the reservation are atomic across fetchers; a
+// fetcher with records to fetch that found no room gets the next room
+// before the others (see starved).
+func (f *fetcher) reserve(wanting, behind bool) (limit int64, wakeOthers bool) {
 	cs := f.cs
-	cs.budgetMu.Lock()
-	defer cs.budgetMu.Unlock()
-	budget := cs.cfg.maxBuffered - cs.buffered.Load() - cs.reserved.Load()
-	limit := min(int64(cs.cfg.fetchMaxBytes), budget)
-	// A fetcher reserves at most its broker's share of the budget: the
-	// caught-up partitions of one broker, long-polling, must not hold
-	// all of it while another broker's partitions have data.
 	cs.mu.Lock()
 	brokers := int64(len(cs.fetchers))
 	cs.mu.Unlock()
+	cs.budgetMu.Lock()
+	defer cs.budgetMu.Unlock()
+	limit = min(int64(cs.cfg.fetchMaxBytes), cs.cfg.maxBuffered-cs.buffered.Load()-cs.reserved.Load())
 	if brokers > 1 {
 		limit = min(limit, max(cs.cfg.maxBuffered/brokers, 1))
 	}
@@ -194,57 +267,25 @@ func (f *fetcher) collectLocked() (_ []fetch.Want, _ map[fetch.TP]sentPart, _ in
 		// it for good.
 		limit = 0
 	}
-	// Partitions with records to fetch come first: room given to a
-	// caught-up partition only pays for a long poll.
-	type cand struct {
-		p      *cpart
-		off    int64
-		epoch  uint64
-		behind bool
-	}
-	var cands []cand
-	for _, p := range cs.ownedBy(f.node) {
-		if off, epoch, _, ok := p.want(f.node); ok {
-			cands = append(cands, cand{p, off, epoch, p.behind()})
-		}
-	}
-	slices.SortStableFunc(cands, func(a, b cand) int {
-		switch {
-		case a.behind == b.behind:
-			return 0
-		case a.behind:
-			return -1
-		}
-		return 1
-	})
-	behind := len(cands) > 0 && cands[0].behind
-	var wants []fetch.Want
-	sent := map[fetch.TP]sentPart{}
-	var total int64
-	for _, c := range cands {
-		if total >= limit {
-			break
-		}
-		max := min(int64(cs.cfg.partitionMax), limit-total)
-		total += max
-		tp := fetch.TP{Topic: c.p.tp.Topic, Partition: c.p.tp.Partition}
-		wants = append(wants, fetch.Want{TP: tp, Offset: c.off, MaxBytes: int32(max), LeaderEpoch: -1})
-		sent[tp] = sentPart{p: c.p, epoch: c.epoch, offset: c.off}
+	if !wanting {
+		limit = 0
+	} else if n := int64(len(f.cands)) * int64(cs.cfg.partitionMax); limit > n {
+		limit = n
 	}
 	// Only a fetcher with data to fetch counts as starved: one whose
 	// partitions are caught up would just long-poll with the room.
 	switch {
-	case len(wants) == 0 && behind && !yielding:
+	case limit <= 0 && behind && !yielding:
 		cs.starved[f] = struct{}{}
-	case starved && (len(wants) > 0 || !behind):
+	case starved && (limit > 0 || !behind):
 		delete(cs.starved, f)
 		wakeOthers = true // they were yielding to f
 	}
-	if len(wants) == 0 {
-		return nil, nil, 0, wakeOthers
+	if limit <= 0 {
+		return 0, wakeOthers
 	}
-	cs.reserved.Add(total)
-	return wants, sent, total, wakeOthers
+	cs.reserved.Add(limit)
+	return limit, wakeOthers
 }
 
 // pokeStarved wakes the fetchers that found no room, once some was freed.
@@ -254,6 +295,13 @@ func (cs *Consumer) pokeStarved() {
 	for f := range cs.starved {
 		f.poke()
 	}
+}
+
+// forgetStarved drops a retired fetcher from the starved set.
+func (cs *Consumer) forgetStarved(f *fetcher) {
+	cs.budgetMu.Lock()
+	defer cs.budgetMu.Unlock()
+	delete(cs.starved, f)
 }
 
 func (f *fetcher) request(plan fetch.Plan, maxBytes int64) *kmsg.FetchRequest {
@@ -280,7 +328,7 @@ func (f *fetcher) request(plan fetch.Plan, maxBytes int64) *kmsg.FetchRequest {
 		p.Partition = w.Partition
 		p.FetchOffset = w.Offset
 		p.PartitionMaxBytes = w.MaxBytes
-		p.CurrentLeaderEpoch = w.LeaderEpoch
+		p.CurrentLeaderEpoch = w.LeaderEpoch // KIP-320: a stale view is fenced
 		p.LogStartOffset = -1
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, p)
 	}
@@ -300,15 +348,37 @@ func (f *fetcher) request(plan fetch.Plan, maxBytes int64) *kmsg.FetchRequest {
 }
 
 func (f *fetcher) do(req *kmsg.FetchRequest) (*kmsg.FetchResponse, error) {
-	cn, err := f.cs.cl.Conn(f.cs.ctx, f.node, cluster.ClassFetch)
+	cn, err := f.cs.cl.Conn(f.ctx, f.node, cluster.ClassFetch)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := cn.Request(f.cs.ctx, req)
+	resp, err := cn.Request(f.ctx, req)
 	if err != nil {
 		return nil, err
 	}
 	return resp.(*kmsg.FetchResponse), nil
+}
+
+// closeSession closes the fetch session on the broker as the fetcher stops
+// (retired, or the consumer closing), so the broker frees its slot now
+// rather than when the session expires. A courtesy: only over a fetch
+// connection that is already open, and briefly.
+func (f *fetcher) closeSession() {
+	plan, ok := f.session.Close()
+	if !ok {
+		return
+	}
+	cn := f.cs.cl.OpenConn(f.node, cluster.ClassFetch)
+	if cn == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(f.ctx), time.Second)
+	defer cancel()
+	req := f.request(plan, 0)
+	req.MaxWaitMillis = 0
+	if _, err := cn.Request(ctx, req); err != nil {
+		f.cs.c.log.Debug("closing the fetch session failed", "broker", f.node, "session", plan.SessionID, "err", err)
+	}
 }
 
 func (f *fetcher) backoff() {
@@ -318,6 +388,6 @@ func (f *fetcher) backoff() {
 	defer t.Stop()
 	select {
 	case <-t.C:
-	case <-f.cs.ctx.Done():
+	case <-f.ctx.Done():
 	}
 }

@@ -74,24 +74,23 @@ func newCPart(cs *Consumer, a Assignment) *cpart {
 	}
 }
 
-// want reports whether the partition should be in fetcher node's next
-// request, and at which offset and epoch.
-func (p *cpart) want(node int32) (offset int64, epoch uint64, leaderEpoch int32, ok bool) {
+// fetchWant reports whether the partition should be in fetcher node's
+// next request, with what to ask for and under which epoch, and whether it
+// has records past its fetch offset as of the last fetch (or may have: the
+// high watermark is not known yet).
+func (p *cpart) fetchWant(node int32) (w fetch.Want, epoch uint64, behind, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.state != stateFetching || p.fetcher != node || p.paused || p.fetchErr != nil ||
 		p.buf.bytes >= p.cs.cfg.partitionBuffer {
-		return 0, 0, 0, false
+		return fetch.Want{}, 0, false, false
 	}
-	return p.fetchOffset, p.epoch, p.leaderEpoch, true
-}
-
-// behind reports whether the partition has records past its fetch offset,
-// as of the last fetch (or may have: the high watermark is not known yet).
-func (p *cpart) behind() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.hw < 0 || p.fetchOffset < p.hw
+	w = fetch.Want{
+		TP:          fetch.TP{Topic: p.tp.Topic, Partition: p.tp.Partition},
+		Offset:      p.fetchOffset,
+		LeaderEpoch: p.leaderEpoch,
+	}
+	return w, p.epoch, p.hw < 0 || p.fetchOffset < p.hw, true
 }
 
 // applyFetch applies one partition's fetch result issued under epoch at

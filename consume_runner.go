@@ -138,7 +138,7 @@ func (cs *Consumer) run(p *cpart) {
 	// Room was freed: the fetcher may include the partition again, and a
 	// fetcher that found no room may have some now.
 	if fetcher >= 0 {
-		cs.fetcherFor(fetcher).poke()
+		cs.pokeFetcher(fetcher)
 	}
 	cs.pokeStarved()
 }

@@ -514,6 +514,7 @@ func (cs *Consumer) coordinate() {
 		cs.mu.Unlock()
 		var needOffsets []*cpart
 		snap := cs.cl.Snapshot()
+		owned := map[int32][]*cpart{}
 		for _, p := range ps {
 			p.mu.Lock()
 			switch {
@@ -537,9 +538,9 @@ func (cs *Consumer) coordinate() {
 					// records stay and are delivered first.
 					p.epoch++
 					p.fetcher = leader
-					if leader >= 0 {
-						cs.fetcherFor(leader).poke()
-					}
+				}
+				if leader >= 0 {
+					owned[leader] = append(owned[leader], p)
 				}
 			}
 			p.mu.Unlock()
@@ -547,26 +548,58 @@ func (cs *Consumer) coordinate() {
 		if len(needOffsets) > 0 {
 			cs.resolveOffsets(needOffsets)
 		}
-		cs.mu.Lock()
-		fs := make([]*fetcher, 0, len(cs.fetchers))
-		for _, f := range cs.fetchers {
-			fs = append(fs, f)
-		}
-		cs.mu.Unlock()
-		for _, f := range fs {
+		for _, f := range cs.setFetchers(owned) {
 			f.poke()
 		}
 	}
 }
 
-func (cs *Consumer) fetcherFor(node int32) *fetcher {
+// fetcherRetireAfter is how long a fetcher whose broker leads none of the
+// consumer's partitions lingers before it is retired (closing its fetch
+// session): long enough that a leader moving away and back does not churn
+// sessions.
+const fetcherRetireAfter = time.Second
+
+// setFetchers gives every broker's fetcher the partitions that broker
+// leads, starting fetchers for new leaders and retiring those that led
+// nothing for fetcherRetireAfter, and returns the fetchers that remain.
+func (cs *Consumer) setFetchers(owned map[int32][]*cpart) []*fetcher {
+	now := time.Now()
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
+	for node, ps := range owned {
+		f := cs.fetcherForLocked(node)
+		f.owned.Store(&ps)
+		f.idleSince = time.Time{}
+	}
+	out := make([]*fetcher, 0, len(cs.fetchers))
+	for node, f := range cs.fetchers {
+		if _, ok := owned[node]; !ok {
+			var none []*cpart
+			f.owned.Store(&none)
+			if f.idleSince.IsZero() {
+				f.idleSince = now
+			} else if now.Sub(f.idleSince) >= fetcherRetireAfter {
+				delete(cs.fetchers, node)
+				f.cancel() // its loop closes the session and exits
+				cs.forgetStarved(f)
+				continue
+			}
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// fetcherForLocked returns node's fetcher, starting it if needed. cs.mu
+// must be held.
+func (cs *Consumer) fetcherForLocked(node int32) *fetcher {
 	f, ok := cs.fetchers[node]
 	if ok {
 		return f
 	}
-	f = &fetcher{cs: cs, node: node, wake: make(chan struct{}, 1)}
+	ctx, cancel := context.WithCancel(cs.ctx)
+	f = &fetcher{cs: cs, node: node, wake: make(chan struct{}, 1), ctx: ctx, cancel: cancel}
 	cs.fetchers[node] = f
 	if cs.ctx.Err() == nil {
 		cs.goOwned(f.loop)
@@ -574,16 +607,14 @@ func (cs *Consumer) fetcherFor(node int32) *fetcher {
 	return f
 }
 
-// ownedBy lists the assigned partitions (each one's want decides whether
-// node's fetcher owns it).
-func (cs *Consumer) ownedBy(node int32) []*cpart {
+// pokeFetcher wakes node's fetcher, if it has one.
+func (cs *Consumer) pokeFetcher(node int32) {
 	cs.mu.Lock()
-	defer cs.mu.Unlock()
-	out := make([]*cpart, 0, len(cs.parts))
-	for _, p := range cs.parts {
-		out = append(out, p)
+	f := cs.fetchers[node]
+	cs.mu.Unlock()
+	if f != nil {
+		f.poke()
 	}
-	return out
 }
 
 func (cs *Consumer) reportError(pe *PartitionError) {

@@ -202,6 +202,16 @@ func (c *Cluster) broker(nodeID int32) (*broker, bool) {
 	return b, ok
 }
 
+// OpenConn returns the open connection of class cls to nodeID, or nil: it
+// never dials (for a courtesy such as closing a fetch session, which is not
+// worth a connection of its own).
+func (c *Cluster) OpenConn(nodeID int32, cls Class) *conn.Conn {
+	if b, ok := c.broker(nodeID); ok {
+		return b.liveConn(cls)
+	}
+	return nil
+}
+
 // Conn returns a connection of class cls to broker nodeID, dialing lazily.
 // A broker not in the metadata triggers one refresh before failing.
 func (c *Cluster) Conn(ctx context.Context, nodeID int32, cls Class) (*conn.Conn, error) {

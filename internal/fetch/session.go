@@ -29,6 +29,12 @@ type Session struct {
 	epoch    int32
 	disabled bool        // the broker declined sessions; always full
 	cached   map[TP]Want // the broker's view after the last successful response
+	spare    map[TP]Want // the previous cache, reused by the next Plan
+	// closing is a session this client left (after a failure) that the
+	// broker may still hold: the next request closes it (epoch -1, a full
+	// fetch without a session) rather than leaving it to expire in the
+	// broker's cache.
+	closing int32
 }
 
 // Plan is one request's session fields and partitions.
@@ -39,6 +45,7 @@ type Plan struct {
 	Forget       []TP   // partitions to remove from the session
 	Full         bool
 	wants        map[TP]Want
+	closes       bool // closes session SessionID
 }
 
 // Sessions error codes (KIP-227).
@@ -52,9 +59,17 @@ const (
 // that the session holds are forgotten: a paused or full partition must
 // leave the session or the broker keeps sending its data.
 func (s *Session) Plan(wants []Want) Plan {
-	m := make(map[TP]Want, len(wants))
+	m := s.spare
+	s.spare = nil
+	if m == nil {
+		m = make(map[TP]Want, len(wants))
+	}
+	clear(m)
 	for _, w := range wants {
 		m[w.TP] = w
+	}
+	if s.closing != 0 {
+		return Plan{SessionID: s.closing, SessionEpoch: -1, Send: wants, Full: true, wants: m, closes: true}
 	}
 	if s.disabled || s.id == 0 || s.cached == nil {
 		epoch := int32(0)
@@ -81,9 +96,20 @@ func (s *Session) Plan(wants []Want) Plan {
 // Commit applies the response to a plan: errCode is the response's
 // top-level error code and sessionID the session id it returned.
 func (s *Session) Commit(p Plan, errCode int16, sessionID int32) {
+	if p.closes {
+		// Answered at all, the close is done (or the session was
+		// already gone); the next request starts a new one.
+		s.closing = 0
+		if errCode == 0 {
+			return
+		}
+	}
 	switch errCode {
 	case 0:
-	case errFetchSessionIDNotFound, errInvalidFetchSessionEpoch, errFetchSessionTopicIDError:
+	case errFetchSessionIDNotFound:
+		s.id, s.epoch, s.cached = 0, 0, nil // gone on the broker
+		return
+	case errInvalidFetchSessionEpoch, errFetchSessionTopicIDError:
 		s.reset()
 		return
 	default:
@@ -104,11 +130,26 @@ func (s *Session) Commit(p Plan, errCode int16, sessionID int32) {
 		}
 		s.id = sessionID
 		s.epoch = 1
-		s.cached = p.wants
+		s.spare, s.cached = s.cached, p.wants
 		return
 	}
-	s.cached = p.wants
+	s.spare, s.cached = s.cached, p.wants
 	s.epoch = nextEpoch(s.epoch)
+}
+
+// Close returns the request that closes the session on the broker (epoch
+// -1, no partitions), and false when there is none to close. The Session
+// starts over afterwards.
+func (s *Session) Close() (Plan, bool) {
+	id := s.id
+	if id == 0 {
+		id = s.closing
+	}
+	s.id, s.epoch, s.cached, s.closing = 0, 0, nil, 0
+	if id == 0 {
+		return Plan{}, false
+	}
+	return Plan{SessionID: id, SessionEpoch: -1, Full: true, closes: true}, true
 }
 
 // Fail records a request that got no usable response: the broker may or
@@ -118,7 +159,11 @@ func (s *Session) Fail() { s.reset() }
 // ID returns the current session id (0 without a session).
 func (s *Session) ID() int32 { return s.id }
 
+// reset starts over, closing the session the broker may still hold.
 func (s *Session) reset() {
+	if s.id != 0 {
+		s.closing = s.id
+	}
 	s.id, s.epoch, s.cached = 0, 0, nil
 }
 

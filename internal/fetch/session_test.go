@@ -71,16 +71,51 @@ func TestSessionErrorsResetToFull(t *testing.T) {
 		p = s.Plan([]Want{w("t", 0, 3)})
 		s.Commit(p, code, 5)
 		p = s.Plan([]Want{w("t", 0, 3), w("t", 1, 0)})
+		if code != 70 {
+			// The broker may still hold session 5: it is closed
+			// first, by a full fetch without a session.
+			if !p.Full || p.SessionID != 5 || p.SessionEpoch != -1 || len(p.Send) != 2 {
+				t.Fatalf("code %d: after error plan %+v, want the close of session 5", code, p)
+			}
+			s.Commit(p, 0, 0)
+			p = s.Plan([]Want{w("t", 0, 3), w("t", 1, 0)})
+		}
 		if !p.Full || p.SessionID != 0 || p.SessionEpoch != 0 || len(p.Send) != 2 {
-			t.Fatalf("code %d: after error plan %+v", code, p)
+			t.Fatalf("code %d: plan %+v, want a new session", code, p)
 		}
 	}
 	var s Session
 	p := s.Plan([]Want{w("t", 0, 0)})
 	s.Commit(p, 0, 5)
 	s.Fail()
-	if p = s.Plan([]Want{w("t", 0, 0)}); !p.Full {
-		t.Fatal("network failure must force a full fetch")
+	if p = s.Plan([]Want{w("t", 0, 0)}); !p.Full || p.SessionID != 5 || p.SessionEpoch != -1 {
+		t.Fatalf("after a network failure %+v, want a full fetch closing session 5", p)
+	}
+	// The close itself failing (connection lost again) does not close
+	// twice: the next attempt starts a new session.
+	s.Fail()
+	if p = s.Plan([]Want{w("t", 0, 0)}); !p.Full || p.SessionID != 5 {
+		t.Fatalf("close not retried: %+v", p)
+	}
+	s.Commit(p, 70, 0) // already gone
+	if p = s.Plan([]Want{w("t", 0, 0)}); !p.Full || p.SessionID != 0 || p.SessionEpoch != 0 {
+		t.Fatalf("after the close %+v, want a new session", p)
+	}
+}
+
+func TestSessionClose(t *testing.T) {
+	var s Session
+	if _, ok := s.Close(); ok {
+		t.Fatal("nothing to close without a session")
+	}
+	p := s.Plan([]Want{w("t", 0, 0)})
+	s.Commit(p, 0, 9)
+	c, ok := s.Close()
+	if !ok || c.SessionID != 9 || c.SessionEpoch != -1 || len(c.Send) != 0 {
+		t.Fatalf("close plan %+v", c)
+	}
+	if p = s.Plan([]Want{w("t", 0, 0)}); p.SessionID != 0 || p.SessionEpoch != 0 {
+		t.Fatalf("after close %+v", p)
 	}
 }
 
