@@ -121,7 +121,7 @@ func TestAdminListOffsets(t *testing.T) {
 
 	// Write 3 records to partition 0 with a raw produce (the producer
 	// comes later), at known timestamps.
-	tm, err := cl.cl.Topic(ctx, "t")
+	tm, err := cl.cl.LookupTopic(ctx, "t")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -189,7 +189,7 @@ func TestSingleFlightMetadata(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := cl.cl.Topic(context.Background(), "missing")
+			_, err := cl.cl.LookupTopic(context.Background(), "missing")
 			if errors.Is(err, ErrUnknownTopic) {
 				unknown.Add(1)
 			}
@@ -210,7 +210,8 @@ func TestClusterChangesAreFollowed(t *testing.T) {
 	cl := newTestClient(t, SeedBrokers(fake.ListenAddrs()[0]))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if _, err := cl.cl.Topic(ctx, "t"); err != nil {
+	cl.cl.TrackTopics("t")
+	if _, err := cl.cl.LookupTopic(ctx, "t"); err != nil {
 		t.Fatal(err)
 	}
 
@@ -280,7 +281,7 @@ func TestFetchDoesNotDelayControl(t *testing.T) {
 	cl := newTestClient(t, SeedBrokers(fake.ListenAddrs()...))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	tm, err := cl.cl.Topic(ctx, "t")
+	tm, err := cl.cl.LookupTopic(ctx, "t")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -72,7 +72,8 @@ func (cs *Consumer) resolveOffsets(ps []*cpart) {
 		cs.cl.TriggerMetadata()
 	}
 	for k, items := range groups {
-		cs.goOwned(func() { cs.listStart(k.leader, k.ts, items) })
+		// Refused once the consumer stops: nothing fetches any more.
+		cs.life.Go(func() { cs.listStart(k.leader, k.ts, items) })
 	}
 	cs.poke()
 }

@@ -10,12 +10,15 @@ import (
 	"time"
 
 	"github.com/riffle-go/riffle/internal/cluster"
+	"github.com/riffle-go/riffle/internal/errs"
+	"github.com/riffle-go/riffle/internal/lifecycle"
 )
 
 // Consumer errors.
 var (
-	// ErrConsumerClosed: the consumer was closed.
-	ErrConsumerClosed = errors.New("riffle: consumer closed")
+	// ErrConsumerClosed: the consumer was closed; every call after Close
+	// returns it at once. It matches ErrClosed.
+	ErrConsumerClosed = errs.NewClosed("riffle: consumer closed")
 	// ErrOffsetOutOfRange: a partition's offset is outside the log and the
 	// reset policy is ResetNone.
 	ErrOffsetOutOfRange = errors.New("riffle: offset out of range")
@@ -39,14 +42,12 @@ type Consumer struct {
 	cl  *cluster.Cluster
 	cfg consumerConfig
 
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	life *lifecycle.Group // owns the consumer's goroutines and its Close
+	ctx  context.Context  // life's: cancelled once Close drained
 
 	mu       sync.Mutex
-	parts    map[TopicPartition]*cpart
+	parts    map[TopicPartition]*cpart // each holds a reference to its topic (TrackTopics)
 	fetchers map[int32]*fetcher
-	closed   bool
 
 	buffered atomic.Int64 // decompressed bytes buffered across partitions
 	reserved atomic.Int64 // bytes asked for by fetches in flight
@@ -74,9 +75,10 @@ func NewConsumer(c *Client, opts ...ConsumerOption) (*Consumer, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	life := lifecycle.New()
+	ctx := life.Context()
 	cs := &Consumer{
-		c: c, cl: c.cl, cfg: cfg, ctx: ctx, cancel: cancel,
+		c: c, cl: c.cl, cfg: cfg, life: life, ctx: ctx,
 		parts:    map[TopicPartition]*cpart{},
 		fetchers: map[int32]*fetcher{},
 		starved:  map[*fetcher]struct{}{},
@@ -84,21 +86,21 @@ func NewConsumer(c *Client, opts ...ConsumerOption) (*Consumer, error) {
 	}
 	cs.runq.init()
 	for i := 0; i < cfg.runnerCount(); i++ {
-		cs.goOwned(cs.runner)
+		cs.life.Go(cs.runner)
 	}
-	cs.goOwned(cs.coordinate)
+	cs.life.Go(cs.coordinate)
 	if cfg.group.id != "" {
 		if !c.groupMember.CompareAndSwap(false, true) {
-			cancel()
-			cs.wg.Wait()
+			life.Stop()
+			life.Wait()
+			life.Finish()
 			return nil, ErrClientHasGroupMember
 		}
 		cs.member = newMember(cs)
 		mctx, mcancel := context.WithCancel(ctx)
 		cs.memberCancel = mcancel
 		cs.memberDone = make(chan struct{})
-		cs.goOwned(func() { cs.member.commits.run(ctx) })
-		cs.goOwned(func() {
+		cs.life.Go(func() { cs.member.commits.run(ctx) }, func() {
 			defer close(cs.memberDone)
 			cs.member.run(mctx)
 		})
@@ -128,12 +130,12 @@ func (cs *Consumer) resetStart() StartOffset {
 func (cs *Consumer) assignFromGroup(as []Assignment, metas map[TopicPartition]string) {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
-	if cs.closed {
+	if cs.life.Closing() {
 		return
 	}
 	for _, a := range as {
 		if _, ok := cs.parts[a.TopicPartition]; !ok {
-			cs.cl.AddTopics(a.Topic)
+			cs.cl.TrackTopics(a.Topic)
 			p := newCPart(cs, a)
 			p.meta = metas[a.TopicPartition]
 			cs.parts[a.TopicPartition] = p
@@ -165,7 +167,11 @@ func (cs *Consumer) processedOffsets(tps []TopicPartition) (map[TopicPartition]i
 // Commit synchronously commits, for every partition the group assigned to
 // this consumer, the offset after the last record whose handler finished.
 // Records merely fetched or still being handled are never covered.
+// After Close it returns ErrConsumerClosed at once.
 func (cs *Consumer) Commit(ctx context.Context) error {
+	if cs.life.Closing() {
+		return ErrConsumerClosed
+	}
 	if cs.member == nil {
 		return fmt.Errorf("%w: Commit needs a consumer group", ErrInvalidConfig)
 	}
@@ -174,8 +180,12 @@ func (cs *Consumer) Commit(ctx context.Context) error {
 }
 
 // CommitOffsets synchronously commits the given offsets (the next offset to
-// consume, per partition) for the group.
+// consume, per partition) for the group. After Close it returns
+// ErrConsumerClosed at once.
 func (cs *Consumer) CommitOffsets(ctx context.Context, offsets map[TopicPartition]int64) error {
+	if cs.life.Closing() {
+		return ErrConsumerClosed
+	}
 	if cs.member == nil {
 		return fmt.Errorf("%w: CommitOffsets needs a consumer group", ErrInvalidConfig)
 	}
@@ -184,8 +194,15 @@ func (cs *Consumer) CommitOffsets(ctx context.Context, offsets map[TopicPartitio
 
 // CommitAsync commits like Commit without waiting; fn (may be nil) gets
 // the outcome. Commits are sent one at a time in order, so a later commit
-// is never overtaken by an earlier one.
+// is never overtaken by an earlier one. After Close, fn gets
+// ErrConsumerClosed at once, on the calling goroutine.
 func (cs *Consumer) CommitAsync(fn func(error)) {
+	if cs.life.Closing() {
+		if fn != nil {
+			fn(ErrConsumerClosed)
+		}
+		return
+	}
 	if cs.member == nil {
 		if fn != nil {
 			fn(fmt.Errorf("%w: CommitAsync needs a consumer group", ErrInvalidConfig))
@@ -196,7 +213,7 @@ func (cs *Consumer) CommitAsync(fn func(error)) {
 	w := make(chan error, 1)
 	cs.member.commits.enqueue(offsets, metas, own, w)
 	if fn != nil {
-		cs.goOwned(func() {
+		started := cs.life.Go(func() {
 			select {
 			case err := <-w:
 				fn(err)
@@ -204,15 +221,10 @@ func (cs *Consumer) CommitAsync(fn func(error)) {
 				fn(ErrConsumerClosed)
 			}
 		})
+		if !started {
+			fn(ErrConsumerClosed)
+		}
 	}
-}
-
-func (cs *Consumer) goOwned(fn func()) {
-	cs.wg.Add(1)
-	go func() {
-		defer cs.wg.Done()
-		fn()
-	}()
 }
 
 func (cs *Consumer) poke() {
@@ -229,20 +241,26 @@ type Assignment struct {
 }
 
 // Assign adds partitions. A partition already assigned keeps its position.
+// After Close it returns ErrConsumerClosed.
 func (cs *Consumer) Assign(as ...Assignment) error {
+	if cs.life.Closing() {
+		return ErrConsumerClosed
+	}
 	if cs.member != nil {
 		return ErrGroupManaged
 	}
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
-	if cs.closed {
+	// Checked again under mu: Close collects the partitions under it
+	// after it started closing, so none added here escapes it.
+	if cs.life.Closing() {
 		return ErrConsumerClosed
 	}
 	for _, a := range as {
 		if _, ok := cs.parts[a.TopicPartition]; ok {
 			continue
 		}
-		cs.cl.AddTopics(a.Topic)
+		cs.cl.TrackTopics(a.Topic)
 		cs.parts[a.TopicPartition] = newCPart(cs, a)
 	}
 	cs.poke()
@@ -252,7 +270,12 @@ func (cs *Consumer) Assign(as ...Assignment) error {
 // Unassign removes partitions: dispatch stops, a handler call in progress
 // is waited for (bounded by ctx), buffered records are dropped. It returns
 // the positions reached (the offset after the last finished record).
+// Their topics are no longer refreshed for this consumer. After Close it
+// returns ErrConsumerClosed (Close unassigned everything).
 func (cs *Consumer) Unassign(ctx context.Context, tps ...TopicPartition) (map[TopicPartition]int64, error) {
+	if cs.life.Closing() {
+		return nil, ErrConsumerClosed
+	}
 	pos, _, err := cs.remove(ctx, false, tps)
 	return pos, err
 }
@@ -267,6 +290,7 @@ func (cs *Consumer) remove(ctx context.Context, lost bool, tps []TopicPartition)
 		if p, ok := cs.parts[tp]; ok {
 			ps = append(ps, p)
 			delete(cs.parts, tp)
+			cs.cl.UntrackTopics(tp.Topic)
 		}
 	}
 	cs.mu.Unlock()
@@ -327,18 +351,23 @@ func (cs *Consumer) remove(ctx context.Context, lost bool, tps []TopicPartition)
 
 // Pause stops fetching and dispatching the partitions until Resume. A
 // handler call in progress finishes; buffered records stay. Pausing lasts
-// until Resume or until the partition is unassigned.
-func (cs *Consumer) Pause(tps ...TopicPartition) {
-	cs.setPaused(tps, true)
+// until Resume or until the partition is unassigned. Partitions not
+// assigned are ignored. After Close it returns ErrConsumerClosed.
+func (cs *Consumer) Pause(tps ...TopicPartition) error {
+	return cs.setPaused(tps, true)
 }
 
 // Resume resumes paused partitions, and restarts partitions stopped by an
-// error at the offset the error reported.
-func (cs *Consumer) Resume(tps ...TopicPartition) {
-	cs.setPaused(tps, false)
+// error at the offset the error reported. After Close it returns
+// ErrConsumerClosed.
+func (cs *Consumer) Resume(tps ...TopicPartition) error {
+	return cs.setPaused(tps, false)
 }
 
-func (cs *Consumer) setPaused(tps []TopicPartition, paused bool) {
+func (cs *Consumer) setPaused(tps []TopicPartition, paused bool) error {
+	if cs.life.Closing() {
+		return ErrConsumerClosed
+	}
 	cs.mu.Lock()
 	var ps []*cpart
 	for _, tp := range tps {
@@ -351,6 +380,7 @@ func (cs *Consumer) setPaused(tps []TopicPartition, paused bool) {
 		p.setPaused(paused)
 	}
 	cs.poke()
+	return nil
 }
 
 // PartitionStats describes one assigned partition.
@@ -439,14 +469,17 @@ func (cs *Consumer) Stats() ConsumerStats {
 // commit; then, in the Java client's order, it calls OnPartitionsRevoked
 // for the partitions it still owns (OnPartitionsLost if it was fenced or a
 // rebalance was in progress) and leaves the group.
+//
+// From the moment Close is called, the consumer's methods (but Stats) return
+// ErrConsumerClosed (CommitAsync passes it to its callback). A second or
+// concurrent Close waits for the first (or its own ctx) and returns no
+// positions.
 func (cs *Consumer) Close(ctx context.Context) (map[TopicPartition]int64, error) {
-	cs.mu.Lock()
-	if cs.closed {
-		cs.mu.Unlock()
-		cs.wg.Wait()
-		return nil, nil
+	if !cs.life.Close() {
+		return nil, cs.life.AwaitDone(ctx)
 	}
-	cs.closed = true
+	defer cs.life.Finish()
+	cs.mu.Lock()
 	tps := make([]TopicPartition, 0, len(cs.parts))
 	for tp := range cs.parts {
 		tps = append(tps, tp)
@@ -478,8 +511,8 @@ func (cs *Consumer) Close(ctx context.Context) (map[TopicPartition]int64, error)
 		<-cs.memberDone
 		cs.member.leave(ctx)
 	}
-	cs.cancel()
-	cs.wg.Wait()
+	cs.life.Stop()
+	cs.life.Wait()
 	if cs.member != nil {
 		cs.c.groupMember.Store(false)
 	}
@@ -601,9 +634,7 @@ func (cs *Consumer) fetcherForLocked(node int32) *fetcher {
 	ctx, cancel := context.WithCancel(cs.ctx)
 	f = &fetcher{cs: cs, node: node, wake: make(chan struct{}, 1), ctx: ctx, cancel: cancel}
 	cs.fetchers[node] = f
-	if cs.ctx.Err() == nil {
-		cs.goOwned(f.loop)
-	}
+	cs.life.Go(f.loop) // refused once stopping: nothing is fetched any more
 	return f
 }
 
@@ -635,12 +666,21 @@ func lag(hw, at int64) int64 {
 // no commit, no LeaveGroup; handlers' contexts are cancelled and every
 // goroutine stops.
 func (cs *Consumer) kill() {
+	if !cs.life.Close() {
+		cs.life.AwaitDone(context.Background())
+		return
+	}
+	defer cs.life.Finish()
+	cs.life.Stop()
+	cs.life.Wait()
 	cs.mu.Lock()
-	cs.closed = true
+	for tp := range cs.parts {
+		cs.cl.UntrackTopics(tp.Topic)
+	}
+	clear(cs.parts)
 	cs.mu.Unlock()
-	cs.cancel()
-	cs.wg.Wait()
 	if cs.member != nil {
+		cs.member.untrackSubscription()
 		cs.c.groupMember.Store(false)
 	}
 }

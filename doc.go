@@ -15,7 +15,8 @@
 // Errors are typed and classified: match them with errors.Is against the
 // Err* values (ErrUnreachable, ErrAuth, ErrUnknownTopic, Kafka error codes
 // such as ErrNotLeaderForPartition) and use IsRetriable to decide whether
-// to try again. Logging goes through a *slog.Logger you provide (silent by
+// to try again. Every call made after an object's Close returns at once an
+// error matching ErrClosed. Logging goes through a *slog.Logger you provide (silent by
 // default); metrics through hooks (see Hook).
 //
 // The rifftest package starts an in-process cluster for tests and demos.

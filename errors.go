@@ -9,8 +9,15 @@ import (
 // Errors returned by the client. Match them with errors.Is; the messages
 // name the broker, topic and partition involved.
 var (
+	// ErrClosed matches the closed error of every object: a call made on
+	// (or waiting in) a Client, Producer, Consumer or process.Processor
+	// after its Close returns, at once, an error that matches ErrClosed,
+	// and also the object's own sentinel (ErrClientClosed,
+	// ErrProducerClosed, ErrConsumerClosed, process.ErrProcessorClosed),
+	// so errors.Is(err, ErrClosed) says "closed" whatever was closed.
+	ErrClosed = errs.ErrClosed
 	// ErrClientClosed is returned by calls made on (or waiting in) a
-	// closed client.
+	// closed client. It matches ErrClosed.
 	ErrClientClosed = errs.ErrClientClosed
 	// ErrConnClosed means a connection died with a request in flight. The
 	// request's outcome is unknown. Retriable.

@@ -65,6 +65,11 @@ type member struct {
 
 	commits *committer
 	rejoin  chan struct{}
+
+	// trackMu guards tracked, the topics the member holds a metadata
+	// reference to for its subscription (see trackSubscription).
+	trackMu sync.Mutex
+	tracked map[string]bool
 }
 
 func newMember(cs *Consumer) *member {
@@ -323,7 +328,7 @@ func (m *member) ownedTPs() assign.TopicPartitions {
 // joinAndSync joins the group and returns this member's assignment.
 func (m *member) joinAndSync(ctx context.Context) (assign.TopicPartitions, error) {
 	topics := m.subscription()
-	m.cs.cl.AddTopics(topics...)
+	m.trackSubscription(topics)
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -501,7 +506,7 @@ func (m *member) lead(ctx context.Context, proto string, jms []kmsg.JoinGroupRes
 	}
 	counts := map[string]int32{}
 	for t := range all {
-		tm, err := m.cs.cl.Topic(ctx, t)
+		tm, err := m.cs.cl.LookupTopic(ctx, t)
 		if err != nil {
 			if errors.Is(err, errs.ErrUnknownTopic) {
 				continue // subscribed but missing: nothing to assign
@@ -763,8 +768,10 @@ func (m *member) ownedPositions() (map[TopicPartition]int64, map[TopicPartition]
 // callback) and leaves the group (static members stay: leaving would
 // trigger the rebalance static membership exists to avoid). Close calls
 // it after the final commit and once the member's goroutines stopped, the
-// Java client's order (commit, onPartitionsRevoked, LeaveGroup).
+// Java client's order (commit, onPartitionsRevoked, LeaveGroup). The
+// subscription's topics are no longer refreshed for the member.
 func (m *member) leave(ctx context.Context) {
+	defer m.untrackSubscription()
 	m.handBack(ctx)
 	if m.cfg.protocol == GroupProtocolConsumer {
 		m.leave848(ctx)

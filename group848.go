@@ -269,7 +269,7 @@ func (m *member) heartbeat848(ctx context.Context, epoch int32) (*kmsg.ConsumerG
 		req.SubscribedTopicRegex = &re
 	} else {
 		req.SubscribedTopicNames = m.cfg.topics
-		m.cs.cl.AddTopics(req.SubscribedTopicNames...)
+		m.trackSubscription(req.SubscribedTopicNames)
 	}
 	// Owned partitions, by topic id.
 	snap := m.cs.cl.Snapshot()
@@ -341,7 +341,8 @@ func (m *member) reconcile(ctx context.Context, target map[[16]byte][]int32) (do
 }
 
 // resolveTopicIDs adds the names of every topic of the cluster to byID
-// and makes the client's metadata follow those of the pattern.
+// and makes the client's metadata follow those of the pattern: the
+// member's tracked set becomes the listing's matching topics.
 func (m *member) resolveTopicIDs(ctx context.Context, byID map[[16]byte]string) {
 	if time.Since(m.lastResolve) < time.Second {
 		return // a target waiting for a topic retries at the heartbeat pace
@@ -354,12 +355,14 @@ func (m *member) resolveTopicIDs(ctx context.Context, byID map[[16]byte]string) 
 		m.cs.c.log.Info("listing topics to name an assignment failed; retrying", "group", m.cfg.id, "err", err)
 		return
 	}
+	var matching []string
 	for _, t := range topics {
 		if t.Err == nil && m.pattern.MatchString(t.Name) {
 			byID[t.ID] = t.Name
-			m.cs.cl.AddTopics(t.Name)
+			matching = append(matching, t.Name)
 		}
 	}
+	m.trackSubscription(matching)
 }
 
 // leave848 leaves the group (epoch -1; -2 keeps a static member's

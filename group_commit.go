@@ -103,8 +103,17 @@ func (c *committer) commitAsync(offsets map[TopicPartition]int64, metas map[Topi
 }
 
 // commitSync queues offsets and waits until a commit carrying them (or
-// later ones) finished.
+// later ones) finished. The committer's goroutine belongs to the
+// consumer's lifecycle: once the consumer stopped it, nothing would answer,
+// so commitSync returns ErrConsumerClosed instead of waiting on a ctx that
+// may never end.
 func (c *committer) commitSync(ctx context.Context, offsets map[TopicPartition]int64, metas map[TopicPartition]string, own map[TopicPartition]uint64) error {
+	stopped := c.m.cs.life.Context().Done()
+	select {
+	case <-stopped:
+		return ErrConsumerClosed
+	default:
+	}
 	w := make(chan error, 1)
 	c.enqueue(offsets, metas, own, w)
 	select {
@@ -112,6 +121,8 @@ func (c *committer) commitSync(ctx context.Context, offsets map[TopicPartition]i
 		return err
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-stopped:
+		return ErrConsumerClosed
 	}
 }
 

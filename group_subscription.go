@@ -102,6 +102,41 @@ func (m *member) subscriptionShape() string {
 		}
 		shape += fmt.Sprintf("%s:%d,", t, n)
 	}
-	m.cs.cl.AddTopics(topics...)
+	m.trackSubscription(topics)
 	return shape
 }
+
+// trackSubscription makes topics the set the member holds a metadata
+// reference to (TrackTopics), so refreshes follow its subscription: the
+// configured topics, or those matching the pattern. Topics new to the set
+// are tracked, those no longer in it released; the member's partitions
+// hold references of their own (the consumer's).
+func (m *member) trackSubscription(topics []string) {
+	m.trackMu.Lock()
+	defer m.trackMu.Unlock()
+	want := make(map[string]bool, len(topics))
+	var add, drop []string
+	for _, t := range topics {
+		if !want[t] {
+			want[t] = true
+			if !m.tracked[t] {
+				add = append(add, t)
+			}
+		}
+	}
+	for t := range m.tracked {
+		if !want[t] {
+			drop = append(drop, t)
+		}
+	}
+	if len(add) > 0 {
+		m.cs.cl.TrackTopics(add...)
+	}
+	if len(drop) > 0 {
+		m.cs.cl.UntrackTopics(drop...)
+	}
+	m.tracked = want
+}
+
+// untrackSubscription releases every topic of the subscription (on leave).
+func (m *member) untrackSubscription() { m.trackSubscription(nil) }

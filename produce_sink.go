@@ -58,12 +58,10 @@ func (p *Producer) sinkFor(node int32) *sink {
 		inflight: make(chan *sentReq, p.c.cfg.maxInflight),
 	}
 	p.sinks[node] = s
-	// Checked under sinksMu, which Close holds while cancelling: a sink
-	// is either started before Close waits, or never.
-	if p.ctx.Err() == nil {
-		p.goOwned(s.loop)
-		p.goOwned(s.handle)
-	}
+	// Both or neither: the handler reads what the loop sends until the
+	// loop ends. Once the producer stops, neither starts (nothing would
+	// be sent; Close fails what is left).
+	p.life.Go(s.loop, s.handle)
 	return s
 }
 

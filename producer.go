@@ -12,6 +12,7 @@ import (
 	"github.com/riffle-go/riffle/internal/batch"
 	"github.com/riffle-go/riffle/internal/cluster"
 	"github.com/riffle-go/riffle/internal/errs"
+	"github.com/riffle-go/riffle/internal/lifecycle"
 )
 
 // Producer errors. Every record's callback receives nil or an error that
@@ -19,9 +20,10 @@ import (
 // a client error such as ErrUnknownTopic.
 var (
 	// ErrProducerClosed: the producer was closed before the record's
-	// outcome was known. For a record that may have been sent, the
-	// message says its outcome is unknown.
-	ErrProducerClosed = errors.New("riffle: producer closed")
+	// outcome was known, or the call was made after Close. For a record
+	// that may have been sent, the message says its outcome is unknown.
+	// It matches ErrClosed.
+	ErrProducerClosed = errs.NewClosed("riffle: producer closed")
 	// ErrRecordTooLarge: the record cannot fit in a batch; the error
 	// names the limit.
 	ErrRecordTooLarge = batch.ErrRecordTooLarge
@@ -52,16 +54,15 @@ type Producer struct {
 	cl  *cluster.Cluster
 	cfg producerConfig
 
-	ctx    context.Context // cancelled when Close gives up or finishes
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-
-	closed    atomic.Bool
-	closeDone chan struct{} // closed when Close finished
-	buf       limiter
+	life *lifecycle.Group // owns the producer's goroutines and its Close
+	ctx  context.Context  // life's: cancelled when Close stops the goroutines
+	buf  limiter
 
 	topicsMu sync.Mutex
 	topics   atomic.Pointer[map[string]*topicState]
+	// released: Close untracked the topics; a topic looked up after that
+	// is not added (its reference would never be released).
+	released bool
 
 	sinksMu sync.Mutex
 	sinks   map[int32]*sink
@@ -83,11 +84,10 @@ func NewProducer(c *Client, opts ...ProducerOption) (*Producer, error) {
 	if err := cfg.validate(c.cfg.requestTimeout); err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	life := lifecycle.New()
 	p := &Producer{
-		c: c, cl: c.cl, cfg: cfg, ctx: ctx, cancel: cancel,
-		sinks:     map[int32]*sink{},
-		closeDone: make(chan struct{}),
+		c: c, cl: c.cl, cfg: cfg, life: life, ctx: life.Context(),
+		sinks: map[int32]*sink{},
 	}
 	p.buf.init(cfg.maxBufferedBytes, cfg.maxBufferedRecords)
 	empty := map[string]*topicState{}
@@ -101,17 +101,8 @@ func NewProducer(c *Client, opts ...ProducerOption) (*Producer, error) {
 			p.written = append(p.written, x)
 		}
 	}
-	p.goOwned(p.idLoop)
-	p.goOwned(p.expireLoop)
+	p.life.Go(p.idLoop, p.expireLoop)
 	return p, nil
-}
-
-func (p *Producer) goOwned(fn func()) {
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		fn()
-	}()
 }
 
 // pendingRecord is a buffered record and its callback.
@@ -141,6 +132,8 @@ type pbatch struct {
 // and returns when ctx ends; in that case fn is called with ctx's error.
 // After the record is written, rec.Partition and rec.Offset are set.
 // The producer reads rec's fields until fn is called; do not modify them.
+// Once Close was called, fn is called at once with ErrProducerClosed (and
+// with ErrClientClosed once the Client is closed).
 func (p *Producer) Produce(ctx context.Context, rec *Record, fn func(*Record, error)) {
 	p.produce(ctx, rec, fn, false)
 }
@@ -149,8 +142,12 @@ func (p *Producer) produce(ctx context.Context, rec *Record, fn func(*Record, er
 	if fn == nil {
 		fn = func(*Record, error) {}
 	}
-	if p.closed.Load() {
+	if p.life.Closing() {
 		fn(rec, ErrProducerClosed)
+		return
+	}
+	if p.cl.Closing() {
+		fn(rec, ErrClientClosed)
 		return
 	}
 	if err := p.id.stopped(); err != nil {
@@ -196,12 +193,22 @@ func (p *Producer) produce(ctx context.Context, rec *Record, fn func(*Record, er
 // linger. It returns nil if every record was written, otherwise the
 // records' errors joined (each names its topic and partition). If ctx ends
 // first, it returns ctx's error; the records' outcomes still arrive later
-// (they are not cancelled).
+// (they are not cancelled). After Close it returns ErrProducerClosed at
+// once.
 func (p *Producer) ProduceSync(ctx context.Context, recs ...*Record) error {
-	var wg sync.WaitGroup
+	if p.life.Closing() {
+		return ErrProducerClosed
+	}
 	var mu sync.Mutex
 	var all []error
-	wg.Add(len(recs))
+	// The last callback closes done: no goroutine waits for them, so
+	// none outlives a ctx that ended first.
+	var left atomic.Int64
+	left.Store(int64(len(recs)))
+	done := make(chan struct{})
+	if len(recs) == 0 {
+		close(done)
+	}
 	for _, r := range recs {
 		p.produce(ctx, r, func(r *Record, err error) {
 			if err != nil {
@@ -209,16 +216,15 @@ func (p *Producer) ProduceSync(ctx context.Context, recs ...*Record) error {
 				all = append(all, fmt.Errorf("%s[%d]: %w", r.Topic, r.Partition, err))
 				mu.Unlock()
 			}
-			wg.Done()
+			if left.Add(-1) == 0 {
+				close(done)
+			}
 		}, true)
 	}
-	done := make(chan struct{})
-	go func() {
-		wg.Wait()
-		close(done)
-	}()
 	select {
 	case <-done:
+		mu.Lock()
+		defer mu.Unlock()
 		return errors.Join(all...)
 	case <-ctx.Done():
 		return ctx.Err()
@@ -227,8 +233,16 @@ func (p *Producer) ProduceSync(ctx context.Context, recs ...*Record) error {
 
 // Flush sends every buffered record without waiting for linger and waits
 // until every record produced before Flush was called has its outcome, or
-// ctx ends. Records produced meanwhile do not delay it.
+// ctx ends. Records produced meanwhile do not delay it. Once Close was
+// called it returns ErrProducerClosed at once (Close flushes).
 func (p *Producer) Flush(ctx context.Context) error {
+	if p.life.Closing() {
+		return ErrProducerClosed
+	}
+	return p.flush(ctx)
+}
+
+func (p *Producer) flush(ctx context.Context) error {
 	mark := p.buf.flushMark()
 	for {
 		for _, ts := range *p.topics.Load() {
@@ -251,27 +265,25 @@ func (p *Producer) Flush(ctx context.Context) error {
 // Close flushes, then stops the producer. Records that have no outcome when
 // ctx ends fail with ErrProducerClosed (saying whether they may have been
 // written). Every callback has fired when Close returns, and every
-// goroutine of the producer has stopped. Close does not close the Client.
+// goroutine of the producer has stopped; the producer's topics are no
+// longer refreshed for it. Close does not close the Client. From the
+// moment Close is called, the producer's methods fail with
+// ErrProducerClosed; a second or concurrent Close waits for the first (or
+// its own ctx) and returns nil.
 func (p *Producer) Close(ctx context.Context) error {
-	if p.closed.Swap(true) {
-		select {
-		case <-p.closeDone:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		return nil
+	if !p.life.Close() {
+		return p.life.AwaitDone(ctx)
 	}
-	defer close(p.closeDone)
-	ferr := p.Flush(ctx)
-	p.sinksMu.Lock()
-	p.cancel()
-	p.sinksMu.Unlock()
-	p.wg.Wait()
+	defer p.life.Finish()
+	ferr := p.flush(ctx)
+	p.life.Stop()
+	p.life.Wait()
 	for _, ts := range *p.topics.Load() {
 		for _, part := range ts.partitions() {
 			part.failAll(ctx.Err())
 		}
 	}
+	p.untrackTopics()
 	if ferr != nil {
 		return fmt.Errorf("producer closed before every record was delivered: %w", ferr)
 	}
@@ -311,8 +323,13 @@ func (p *Producer) topic(ctx context.Context, name string) (*topicState, error) 
 		}
 		return ts, nil
 	}
-	tm, err := p.cl.Topic(ctx, name)
+	// The producer holds a reference to each of its topics, so metadata
+	// refreshes keep them, until Close. Concurrent first uses each take
+	// one; all but the winner's are released.
+	p.cl.TrackTopics(name)
+	tm, err := p.cl.LookupTopic(ctx, name)
 	if err != nil {
+		p.cl.UntrackTopics(name)
 		return nil, err
 	}
 	maxBatch := p.cfg.maxBatchBytes
@@ -323,7 +340,12 @@ func (p *Producer) topic(ctx context.Context, name string) (*topicState, error) 
 	defer p.topicsMu.Unlock()
 	cur := *p.topics.Load()
 	if ts, ok := cur[name]; ok {
+		p.cl.UntrackTopics(name)
 		return ts, nil
+	}
+	if p.released {
+		p.cl.UntrackTopics(name)
+		return nil, ErrProducerClosed
 	}
 	ts := &topicState{name: name, maxBatch: maxBatch, tp: p.cfg.partitioner.ForTopic(name)}
 	parts := make([]*partState, len(tm.Partitions))
@@ -338,6 +360,17 @@ func (p *Producer) topic(ctx context.Context, name string) (*topicState, error) 
 	next[name] = ts
 	p.topics.Store(&next)
 	return ts, nil
+}
+
+// untrackTopics releases the producer's reference to each of its topics
+// (on Close).
+func (p *Producer) untrackTopics() {
+	p.topicsMu.Lock()
+	defer p.topicsMu.Unlock()
+	p.released = true
+	for name := range *p.topics.Load() {
+		p.cl.UntrackTopics(name)
+	}
 }
 
 // topicMaxMessageBytes reads the topic's max.message.bytes, so batches

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/riffle-go/riffle"
+	"github.com/riffle-go/riffle/internal/errs"
 	"github.com/riffle-go/riffle/internal/track"
 )
 
@@ -61,6 +62,9 @@ var (
 	ErrBadMetadata = errors.New("riffle/process: unreadable commit metadata")
 	// ErrHandlerPanic wraps a handler panic: the record failed.
 	ErrHandlerPanic = errors.New("riffle/process: handler panicked")
+	// ErrProcessorClosed: the call was made after Close. It matches
+	// riffle.ErrClosed.
+	ErrProcessorClosed = errs.NewClosed("riffle/process: processor closed")
 )
 
 // Handler processes one record. ctx is cancelled when the record's

@@ -37,6 +37,7 @@ import (
 
 	"github.com/riffle-go/riffle"
 	"github.com/riffle-go/riffle/internal/clientinternal"
+	"github.com/riffle-go/riffle/internal/lifecycle"
 	"github.com/riffle-go/riffle/internal/sink"
 	"github.com/riffle-go/riffle/internal/track"
 )
@@ -48,9 +49,8 @@ type Processor struct {
 	handler Handler
 	cs      *riffle.Consumer
 
-	ctx    context.Context // handler contexts derive from it
-	cancel context.CancelFunc
-	wg     sync.WaitGroup // running records
+	life *lifecycle.Group // owns the goroutines running records, and Close
+	ctx  context.Context  // life's: handler contexts derive from it
 
 	mu      sync.Mutex
 	parts   map[sink.Part]*part
@@ -61,9 +61,9 @@ type Processor struct {
 	// draining: partitions revoked or replaced whose records still run; a
 	// newer assignment of the same partition starts nothing until they
 	// end, so a key never runs in two generations at once.
-	draining  map[sink.Part]*part
-	closed    bool
-	closeOnce sync.Once
+	draining map[sink.Part]*part
+	// closed: Close drained the consumer; no record starts any more.
+	closed bool
 }
 
 // part is one partition's assignment (one engine generation). A record
@@ -105,14 +105,14 @@ func New(cl *riffle.Client, h Handler, opts ...Option) (*Processor, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	p := &Processor{cfg: cfg, handler: h, ctx: ctx, cancel: cancel,
+	life := lifecycle.New()
+	p := &Processor{cfg: cfg, handler: h, life: life, ctx: life.Context(),
 		parts: map[sink.Part]*part{}, refused: map[*part]bool{}, draining: map[sink.Part]*part{}}
 	copts := append([]riffle.ConsumerOption{}, cfg.consumer...)
 	copts = append(copts, clientinternal.ConsumerSink(sink.Sink[*riffle.Record]((*procSink)(p))).(riffle.ConsumerOption))
 	cs, err := riffle.NewConsumer(cl, copts...)
 	if err != nil {
-		cancel()
+		life.Finish()
 		return nil, err
 	}
 	p.cs = cs
@@ -123,29 +123,44 @@ func New(cl *riffle.Client, h Handler, opts ...Option) (*Processor, error) {
 // Stats). Its handler options do not apply.
 func (p *Processor) Consumer() *riffle.Consumer { return p.cs }
 
-// Assign adds partitions to a processor without a group.
-func (p *Processor) Assign(as ...riffle.Assignment) error { return p.cs.Assign(as...) }
+// Assign adds partitions to a processor without a group. After Close it
+// returns ErrProcessorClosed.
+func (p *Processor) Assign(as ...riffle.Assignment) error {
+	if p.life.Closing() {
+		return ErrProcessorClosed
+	}
+	return p.cs.Assign(as...)
+}
 
 // Commit synchronously commits, for every partition the group assigned,
 // the first unfinished offset with the finished records above it in the
 // metadata. The consumer also does this every AutoCommitInterval, on
-// revoke and on Close.
-func (p *Processor) Commit(ctx context.Context) error { return p.cs.Commit(ctx) }
+// revoke and on Close. After Close it returns ErrProcessorClosed at once.
+func (p *Processor) Commit(ctx context.Context) error {
+	if p.life.Closing() {
+		return ErrProcessorClosed
+	}
+	return p.cs.Commit(ctx)
+}
 
 // Close stops taking records, waits for running records until ctx ends
 // (then cancels their contexts and still waits for their handlers to
 // return), commits what finished, and leaves the group. The error names
-// partitions whose records were still running at the deadline.
+// partitions whose records were still running at the deadline. From the
+// moment Close is called, the processor's methods return
+// ErrProcessorClosed; a second or concurrent Close waits for the first (or
+// its own ctx) and returns nil.
 func (p *Processor) Close(ctx context.Context) error {
-	var err error
-	p.closeOnce.Do(func() {
-		_, err = p.cs.Close(ctx)
-		p.mu.Lock()
-		p.closed = true
-		p.mu.Unlock()
-		p.cancel()
-		p.wg.Wait()
-	})
+	if !p.life.Close() {
+		return p.life.AwaitDone(ctx)
+	}
+	defer p.life.Finish()
+	_, err := p.cs.Close(ctx)
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	p.life.Stop()
+	p.life.Wait()
 	return err
 }
 
@@ -289,8 +304,16 @@ func (p *Processor) dispatchLocked() {
 		if it == nil {
 			return
 		}
-		p.wg.Add(1)
-		go p.work(pt, it)
+		if !p.life.Go(func() { p.work(pt, it) }) {
+			// Stopping: cannot happen (Close sets closed, under mu,
+			// before it stops the goroutines, and takeLocked starts
+			// nothing then), but never leave the record counted as
+			// running. It stays unfinished: no commit passes it.
+			p.running--
+			p.bytes -= it.size
+			pt.q.done(it, false)
+			return
+		}
 	}
 }
 
@@ -360,7 +383,6 @@ func (p *Processor) wakesLocked() []func() {
 // work runs records: the one it was started with, then, while there are
 // more, the next in turn (a goroutine per running record, reused).
 func (p *Processor) work(pt *part, it *item) {
-	defer p.wg.Done()
 	for pt != nil {
 		pt, it = p.runOne(pt, it)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/riffle-go/riffle/internal/backoff"
 	"github.com/riffle-go/riffle/internal/conn"
 	"github.com/riffle-go/riffle/internal/errs"
+	"github.com/riffle-go/riffle/internal/lifecycle"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -78,12 +79,10 @@ type Cluster struct {
 	connCfg *conn.Config
 	log     *slog.Logger
 
-	ctx    context.Context // cancelled by Close; every owned goroutine watches it
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	life *lifecycle.Group // owns every goroutine; stops on Close
+	ctx  context.Context  // life's: cancelled by Close; every owned goroutine watches it
 
 	mu       sync.Mutex
-	closing  bool
 	seeds    []*broker
 	brokers  map[int32]*broker
 	retired  []*broker // left the cluster; connections draining
@@ -101,13 +100,13 @@ func New(cfg Config) (*Cluster, error) {
 	}
 	cfg.setDefaults()
 	cfg.Conn.Init()
-	ctx, cancel := context.WithCancel(context.Background())
+	life := lifecycle.New()
 	c := &Cluster{
 		cfg:      cfg,
 		connCfg:  cfg.Conn,
 		log:      cfg.Logger,
-		ctx:      ctx,
-		cancel:   cancel,
+		life:     life,
+		ctx:      life.Context(),
 		brokers:  make(map[int32]*broker),
 		tracker:  backoff.NewTracker(cfg.ReconnectBackoff),
 		lastErrs: make(map[string]error),
@@ -129,40 +128,31 @@ func New(cfg Config) (*Cluster, error) {
 
 // goOwned runs fn on a goroutine the cluster waits for on Close. It
 // returns false (and runs nothing) once the cluster is closing.
-func (c *Cluster) goOwned(fn func()) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closing {
-		return false
-	}
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		fn()
-	}()
-	return true
-}
+func (c *Cluster) goOwned(fn func()) bool { return c.life.Go(fn) }
 
-// Close closes every connection and waits for every goroutine.
+// Close closes every connection and waits for every goroutine. Calls made
+// after (or waiting when) it starts fail with errs.ErrClientClosed. A
+// second or concurrent Close waits for the first.
 func (c *Cluster) Close() {
-	c.mu.Lock()
-	if c.closing {
-		c.mu.Unlock()
-		c.wg.Wait()
+	if !c.life.Close() {
+		<-c.life.Done()
 		return
 	}
-	c.closing = true
+	defer c.life.Finish()
+	// Closing is set before the brokers are collected: a broker added
+	// after (applyBrokerChanges checks it under c.mu) is never created.
+	c.mu.Lock()
 	all := append([]*broker(nil), c.seeds...)
 	for _, b := range c.brokers {
 		all = append(all, b)
 	}
 	all = append(all, c.retired...)
 	c.mu.Unlock()
-	c.cancel()
+	c.life.Stop()
 	for _, b := range all {
 		b.closeAll()
 	}
-	c.wg.Wait()
+	c.life.Wait()
 	// Dials that finished after closeAll raced in; close them too.
 	for _, b := range all {
 		b.closeAll()
@@ -171,6 +161,9 @@ func (c *Cluster) Close() {
 
 // Closed is closed when Close starts.
 func (c *Cluster) Closed() <-chan struct{} { return c.ctx.Done() }
+
+// Closing reports whether Close was called.
+func (c *Cluster) Closing() bool { return c.life.Closing() }
 
 func (c *Cluster) readyAt(addr string) time.Time {
 	c.mu.Lock()
@@ -215,6 +208,9 @@ func (c *Cluster) OpenConn(nodeID int32, cls Class) *conn.Conn {
 // Conn returns a connection of class cls to broker nodeID, dialing lazily.
 // A broker not in the metadata triggers one refresh before failing.
 func (c *Cluster) Conn(ctx context.Context, nodeID int32, cls Class) (*conn.Conn, error) {
+	if c.ctx.Err() != nil {
+		return nil, errs.ErrClientClosed
+	}
 	b, ok := c.broker(nodeID)
 	if !ok {
 		if _, err := c.awaitRefresh(ctx, nil); err != nil {
@@ -279,7 +275,7 @@ func (c *Cluster) applyBrokerChanges(changes []BrokerChange) {
 				delete(c.brokers, ch.NodeID)
 			}
 		}
-		if ch.NewAddr != "" && !c.closing {
+		if ch.NewAddr != "" && !c.life.Closing() {
 			c.brokers[ch.NodeID] = &broker{cl: c, nodeID: ch.NodeID, addr: ch.NewAddr}
 		}
 	}

@@ -8,8 +8,6 @@ import "slices"
 //   - Tracked topics are reference counted by their owners (a producer's
 //     topics, a consumer's assigned partitions, a group's subscription):
 //     refreshed while anyone holds them, dropped after the last release.
-//   - Pinned topics (the legacy AddTopics and Topic) are tracked for the
-//     client's life.
 //   - One-off lookups (Admin.ListOffsets, range reads, a group leader's
 //     assignment) add nothing to the refresh set: their topics ride along
 //     with the next refresh and stay cached in the snapshot until the one
@@ -20,12 +18,11 @@ import "slices"
 //     idle for metadata.max.idle.ms, 5 min, for the same reason).
 type interest struct {
 	tracked map[string]int
-	pinned  map[string]struct{}
 	oneOff  map[string]bool // cached one-off topic -> looked up since the last refresh
 }
 
 func newInterest() *interest {
-	return &interest{tracked: map[string]int{}, pinned: map[string]struct{}{}, oneOff: map[string]bool{}}
+	return &interest{tracked: map[string]int{}, oneOff: map[string]bool{}}
 }
 
 // track adds one reference to each topic.
@@ -46,28 +43,14 @@ func (in *interest) untrack(topics ...string) {
 			in.tracked[t] = n - 1
 		case n == 1:
 			delete(in.tracked, t)
-			if !in.isTracked(t) {
-				// Still in the snapshot until the next refresh:
-				// cached like a one-off lookup, so a lookup
-				// meanwhile keeps it.
-				in.oneOff[t] = false
-			}
+			// Still in the snapshot until the next refresh: cached
+			// like a one-off lookup, so a lookup meanwhile keeps it.
+			in.oneOff[t] = false
 		}
 	}
 }
 
-// pin tracks topics for the client's life.
-func (in *interest) pin(topics ...string) {
-	for _, t := range topics {
-		in.pinned[t] = struct{}{}
-		delete(in.oneOff, t)
-	}
-}
-
-func (in *interest) isTracked(t string) bool {
-	_, pinned := in.pinned[t]
-	return pinned || in.tracked[t] > 0
-}
+func (in *interest) isTracked(t string) bool { return in.tracked[t] > 0 }
 
 // used records a lookup of t served from the snapshot. A cached one-off
 // topic is asked about again by the next refresh.
@@ -78,14 +61,11 @@ func (in *interest) used(t string) {
 }
 
 // plan returns the topics the next refresh asks about, sorted and without
-// duplicates: tracked and pinned topics, cached one-off topics looked up
+// duplicates: tracked topics, cached one-off topics looked up
 // since the last refresh, and extra (the one-off lookups waiting for it).
 func (in *interest) plan(extra []string) []string {
-	out := make([]string, 0, len(in.tracked)+len(in.pinned)+len(extra))
+	out := make([]string, 0, len(in.tracked)+len(extra))
 	for t := range in.tracked {
-		out = append(out, t)
-	}
-	for t := range in.pinned {
 		out = append(out, t)
 	}
 	for t, used := range in.oneOff {

@@ -9,11 +9,11 @@ import (
 // calls, lookups and refreshes, checking what each refresh asks about.
 func TestInterest(t *testing.T) {
 	type step struct {
-		track, untrack, pin []string
-		used                []string // lookups served from the snapshot
-		extra               []string // one-off lookups waiting for the refresh
-		want                []string // what the refresh asks about
-		failed              bool     // the refresh fails
+		track, untrack []string
+		used           []string // lookups served from the snapshot
+		extra          []string // one-off lookups waiting for the refresh
+		want           []string // what the refresh asks about
+		failed         bool     // the refresh fails
 	}
 	tests := []struct {
 		name  string
@@ -29,10 +29,6 @@ func TestInterest(t *testing.T) {
 		{"over-release is ignored", []step{
 			{untrack: []string{"a"}, want: []string{}},
 			{track: []string{"a"}, want: []string{"a"}},
-		}},
-		{"pinned for life", []step{
-			{pin: []string{"p"}, untrack: []string{"p"}, want: []string{"p"}},
-			{want: []string{"p"}},
 		}},
 		{"one-off looked up once is not refreshed again", []step{
 			{extra: []string{"o"}, want: []string{"o"}},
@@ -70,7 +66,6 @@ func TestInterest(t *testing.T) {
 			for i, s := range tt.steps {
 				in.track(s.track...)
 				in.untrack(s.untrack...)
-				in.pin(s.pin...)
 				for _, u := range s.used {
 					in.used(u)
 				}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -76,14 +77,12 @@ func (c *Cluster) UntrackTopics(topics ...string) {
 	c.meta.interest.untrack(topics...)
 }
 
-// AddTopics tracks topics for the client's life.
-//
-// Deprecated: topics added here are never dropped. Owners should use
-// TrackTopics and UntrackTopics; one-off lookups need neither.
-func (c *Cluster) AddTopics(topics ...string) {
+// TrackedTopics returns the reference count of every tracked topic (a
+// copy), for tests and diagnostics.
+func (c *Cluster) TrackedTopics() map[string]int {
 	c.meta.mu.Lock()
 	defer c.meta.mu.Unlock()
-	c.meta.interest.pin(topics...)
+	return maps.Clone(c.meta.interest.tracked)
 }
 
 // RefreshMetadata refreshes the metadata (brokers, controller, tracked
@@ -275,6 +274,9 @@ func (c *Cluster) cached(topic string) *TopicMeta {
 // reports as unknown fails with ErrUnknownTopic after UnknownTopicRetries
 // refreshes; the retry budget and ctx bound the wait.
 func (c *Cluster) LookupTopic(ctx context.Context, topic string) (*TopicMeta, error) {
+	if c.ctx.Err() != nil {
+		return nil, errs.ErrClientClosed
+	}
 	if t := c.cached(topic); t != nil {
 		return t, nil
 	}
@@ -303,16 +305,6 @@ func (c *Cluster) LookupTopic(ctx context.Context, topic string) (*TopicMeta, er
 		return nil, err
 	}
 	return t, nil
-}
-
-// Topic tracks topic for the client's life and returns its metadata.
-//
-// Deprecated: the topic is never dropped. Owners should TrackTopics (and
-// later UntrackTopics) and call LookupTopic; one-off lookups call
-// LookupTopic alone.
-func (c *Cluster) Topic(ctx context.Context, topic string) (*TopicMeta, error) {
-	c.AddTopics(topic)
-	return c.LookupTopic(ctx, topic)
 }
 
 // Leader returns the leader of topic/partition, refreshing while the

@@ -14,8 +14,12 @@ import (
 )
 
 var (
-	// ErrClientClosed: the client was closed while the call was waiting.
-	ErrClientClosed = errors.New("riffle: client closed")
+	// ErrClosed: the object called (client, producer, consumer,
+	// processor) was closed. Each object's own closed error matches it.
+	ErrClosed = errors.New("riffle: closed")
+	// ErrClientClosed: the client was closed, before or while the call
+	// was waiting.
+	ErrClientClosed = NewClosed("riffle: client closed")
 	// ErrConnClosed: the connection died with the request in flight; the
 	// outcome is unknown, so the request may or may not have been applied.
 	ErrConnClosed = errors.New("riffle: connection closed")
@@ -40,6 +44,18 @@ var (
 	ErrConfig = errors.New("riffle: invalid configuration")
 )
 
+// NewClosed returns a distinct sentinel error with message msg that also
+// matches ErrClosed under errors.Is: an object's own closed error, so
+// callers can match either that object's or any object's closing.
+func NewClosed(msg string) error { return &closedError{msg: msg} }
+
+type closedError struct{ msg string }
+
+func (e *closedError) Error() string { return e.msg }
+
+// Is makes every closed error match ErrClosed.
+func (e *closedError) Is(target error) bool { return target == ErrClosed }
+
 // IsRetriable reports whether retrying err (on the same or a new
 // connection) may succeed.
 func IsRetriable(err error) bool {
@@ -47,7 +63,7 @@ func IsRetriable(err error) bool {
 		return false
 	}
 	switch {
-	case errors.Is(err, ErrAuth), errors.Is(err, ErrConfig), errors.Is(err, ErrClientClosed),
+	case errors.Is(err, ErrAuth), errors.Is(err, ErrConfig), errors.Is(err, ErrClosed),
 		errors.Is(err, ErrUnsupported), errors.Is(err, ErrUnknownTopic), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return false
 	}
