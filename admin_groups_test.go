@@ -182,8 +182,11 @@ func TestAdminGroupLifecycle(t *testing.T) {
 	}
 
 	// Once the member is gone the group is Empty and can be reset.
-	if _, err := cs.Close(ctx); err != nil {
-		t.Fatalf("close: %v", err)
+	// Close reports the partitions its handler stopped.
+	_, err = cs.Close(ctx)
+	var stopped *StoppedPartitionsError
+	if !errors.As(err, &stopped) || len(stopped.Partitions) != 3 {
+		t.Fatalf("close: %v, want the 3 stopped partitions", err)
 	}
 	descs, err = adm.DescribeGroups(ctx, "g")
 	if err != nil || descs[0].Err != nil || descs[0].State != GroupStateEmpty || len(descs[0].Members) != 0 {

@@ -39,7 +39,7 @@ func NewClient(opts ...Option) (*Client, error) {
 	}
 	log := cfg.logger
 	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+		log = slog.New(defaultLogHandler{})
 	}
 	if cfg.sasl != nil && cfg.sasl.Name() == "PLAIN" && cfg.tls == nil {
 		// Once per client, not per connection: the configuration is

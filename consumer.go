@@ -470,6 +470,12 @@ func (cs *Consumer) Stats() ConsumerStats {
 // for the partitions it still owns (OnPartitionsLost if it was fenced or a
 // rebalance was in progress) and leaves the group.
 //
+// Partitions that were stopped by an error when Close was called (a
+// handler's error, a corrupt batch, an offset out of range with
+// ResetNone; see OnPartitionError) are reported in the returned error, a
+// *StoppedPartitionsError, along with any other failure: a stopped
+// partition is never silent, even without an OnPartitionError callback.
+//
 // From the moment Close is called, the consumer's methods (but Stats) return
 // ErrConsumerClosed (CommitAsync passes it to its callback). A second or
 // concurrent Close waits for the first (or its own ctx) and returns no
@@ -481,8 +487,14 @@ func (cs *Consumer) Close(ctx context.Context) (map[TopicPartition]int64, error)
 	defer cs.life.Finish()
 	cs.mu.Lock()
 	tps := make([]TopicPartition, 0, len(cs.parts))
-	for tp := range cs.parts {
+	var stopped []*PartitionError
+	for tp, p := range cs.parts {
 		tps = append(tps, tp)
+		p.mu.Lock()
+		if p.state == stateFailed && p.err != nil {
+			stopped = append(stopped, p.err)
+		}
+		p.mu.Unlock()
 	}
 	cs.mu.Unlock()
 	if cs.member != nil {
@@ -515,6 +527,18 @@ func (cs *Consumer) Close(ctx context.Context) (map[TopicPartition]int64, error)
 	cs.life.Wait()
 	if cs.member != nil {
 		cs.c.groupMember.Store(false)
+	}
+	if len(stopped) > 0 {
+		sort.Slice(stopped, func(i, j int) bool {
+			a, b := stopped[i], stopped[j]
+			return a.Topic < b.Topic || a.Topic == b.Topic && a.Partition < b.Partition
+		})
+		se := &StoppedPartitionsError{Partitions: stopped}
+		if err == nil {
+			err = se
+		} else {
+			err = errors.Join(err, se)
+		}
 	}
 	return pos, err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/riffle-go/riffle/internal/errs"
@@ -101,6 +102,37 @@ func (e *PartitionError) Error() string {
 
 // Unwrap returns the cause.
 func (e *PartitionError) Unwrap() error { return e.Err }
+
+// StoppedPartitionsError is part of Consumer.Close's error when partitions
+// were stopped by an error at the time: each one's PartitionError, in topic
+// and partition order. errors.As finds it, and errors.Is and errors.As see
+// through it to every PartitionError and cause.
+type StoppedPartitionsError struct {
+	Partitions []*PartitionError
+}
+
+// Error lists the stopped partitions.
+func (e *StoppedPartitionsError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d partition(s) stopped by an error:", len(e.Partitions))
+	for i, p := range e.Partitions {
+		if i > 0 {
+			b.WriteString(";")
+		}
+		b.WriteString(" ")
+		b.WriteString(p.Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns every partition's error.
+func (e *StoppedPartitionsError) Unwrap() []error {
+	out := make([]error, len(e.Partitions))
+	for i, p := range e.Partitions {
+		out[i] = p
+	}
+	return out
+}
 
 // ConsumerOption configures a Consumer.
 type ConsumerOption func(*consumerConfig)

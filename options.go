@@ -120,7 +120,10 @@ func SeedBrokers(addrs ...string) Option {
 func ClientID(id string) Option { return func(c *clientConfig) { c.clientID = id } }
 
 // Logger sets the logger. Records carry broker, topic and partition as
-// attributes. Default: silent.
+// attributes. Default: warnings and errors (a partition stopped by an
+// error, credentials sent in clear text, metadata that cannot be
+// refreshed, ...) go to slog.Default(), everything else is dropped; pass
+// slog.New(slog.DiscardHandler) for silence.
 func Logger(l *slog.Logger) Option { return func(c *clientConfig) { c.logger = l } }
 
 // WithHooks adds metric hooks. Each hook implements any of the hook

@@ -318,6 +318,9 @@ func (a *app) consume(cmd *cobra.Command, cl *riffle.Client, cfg *consumeConfig,
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.timeout)
 	defer cancel()
 	positions, closeErr := cs.Close(cctx)
+	// Stopped partitions were reported as they stopped (OnPartitionError:
+	// failures, or this run's own --count/--to stops).
+	closeErr = dropStopped(closeErr)
 	run.prog.stop()
 	run.mu.Lock()
 	flushErr := run.out.Flush()
@@ -336,6 +339,29 @@ func (a *app) consume(cmd *cobra.Command, cl *riffle.Client, cfg *consumeConfig,
 		return fmt.Errorf("stopped after %d records: %w", run.seen.Load(), context.Cause(ctx))
 	}
 	return nil
+}
+
+// dropStopped removes the *riffle.StoppedPartitionsError from an error
+// Consumer.Close returned, keeping any other failure.
+func dropStopped(err error) error {
+	var se *riffle.StoppedPartitionsError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &se) && err == error(se):
+		return nil
+	}
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return err
+	}
+	var keep []error
+	for _, e := range j.Unwrap() {
+		if _, stopped := e.(*riffle.StoppedPartitionsError); !stopped {
+			keep = append(keep, e)
+		}
+	}
+	return errors.Join(keep...)
 }
 
 // wait flushes the output as records arrive until --count or --to are
