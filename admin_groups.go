@@ -727,7 +727,7 @@ func (a *Admin) simpleCommit(ctx context.Context, group string, offsets map[Topi
 			req.Group = gs[0]
 			req.Generation = -1
 			req.MemberID = ""
-			addCommitOffsets(req, tps, offsets, nil, "")
+			addCommitOffsets(req, tps, offsets, nil, nil, "")
 			resp, err := a.c.cl.Request(ctx, node, cluster.ClassOther, req)
 			if err != nil {
 				return nil, err

@@ -114,7 +114,7 @@ func TestConsumeAllocsPerFetch(t *testing.T) {
 		if res.Err != nil || len(sink.recs) != perFetch {
 			t.Fatalf("decoded %d records: %v", len(sink.recs), res.Err)
 		}
-		p.applyFetch(epoch, off, res, sink.recs)
+		p.applyFetch(epoch, off, -1, res, sink.recs)
 		off += perFetch
 		<-handled
 	}

@@ -72,6 +72,7 @@ func (s *slabSink) Add(br batch.Record) {
 	r.Key, r.Value, r.Headers = br.Key, br.Value, br.Headers
 	r.Timestamp = time.UnixMilli(br.Timestamp)
 	r.Offset = br.Offset
+	r.LeaderEpoch = br.LeaderEpoch
 }
 
 func (s *slabSink) Drop(n int) {
@@ -88,9 +89,10 @@ func (f *fetcher) poke() {
 }
 
 type sentPart struct {
-	p      *cpart
-	epoch  uint64
-	offset int64
+	p           *cpart
+	epoch       uint64
+	offset      int64
+	leaderEpoch int32
 }
 
 func (f *fetcher) loop() {
@@ -164,7 +166,7 @@ func (f *fetcher) loop() {
 					log.Debug("fetched", "broker", f.node, "topic", tp.Topic, "partition", tp.Partition,
 						"offset", s.offset, "records", len(slab), "next", res.NextOffset, "err", res.Err)
 				}
-				if s.p.applyFetch(s.epoch, s.offset, res, slab) {
+				if s.p.applyFetch(s.epoch, s.offset, s.leaderEpoch, res, slab) {
 					moved = true
 				}
 			}
@@ -233,7 +235,7 @@ func (f *fetcher) collect() ([]fetch.Want, int64) {
 	for _, c := range f.cands {
 		c.want.MaxBytes = per
 		f.wants = append(f.wants, c.want)
-		f.sent[c.want.TP] = sentPart{p: c.p, epoch: c.epoch, offset: c.want.Offset}
+		f.sent[c.want.TP] = sentPart{p: c.p, epoch: c.epoch, offset: c.want.Offset, leaderEpoch: c.want.LeaderEpoch}
 	}
 	return f.wants, limit
 }

@@ -45,13 +45,21 @@ type cpart struct {
 	fetchOffset int64
 	position    int64 // next offset to hand to the handler
 	processed   int64 // offset after the last finished record
-	hw          int64
-	buf         recQueue // fetched, not yet handed to the handler
-	paused      bool
-	blocked     bool   // the sink took no more; until its wake
-	wakes       uint64 // sink wakes, to catch one that races a refusal
-	startAt     int64  // where the current gen began (for the sink)
-	meta        string // commit metadata of the assigned committed offset
+	// Leader epochs (KIP-320): of the last finished record (committed with
+	// processed), of the last fetched one (the fetch position's, checked
+	// against the log after a leader change), and the leader epoch the
+	// fetch position was last checked under.
+	processedEpoch int32
+	fetchedEpoch   int32
+	checkedEpoch   int32
+	checking       uint64 // the epoch+1 whose position check is out (0: none); see consume_validate.go
+	hw             int64
+	buf            recQueue // fetched, not yet handed to the handler
+	paused         bool
+	blocked        bool   // the sink took no more; until its wake
+	wakes          uint64 // sink wakes, to catch one that races a refusal
+	startAt        int64  // where the current gen began (for the sink)
+	meta           string // commit metadata of the assigned committed offset
 	// Start offset resolution (consume_start.go): the epoch+1 whose
 	// ListOffsets is out (0: none), and when to ask again after a failure.
 	resolving    uint64
@@ -71,6 +79,7 @@ func newCPart(cs *Consumer, a Assignment) *cpart {
 		ctx: ctx, cancel: cancel,
 		fetcher: -1, leaderEpoch: -1, hw: -1,
 		fetchOffset: -1, position: -1, processed: -1,
+		processedEpoch: -1, fetchedEpoch: -1, checkedEpoch: -1,
 	}
 }
 
@@ -82,7 +91,7 @@ func (p *cpart) fetchWant(node int32) (w fetch.Want, epoch uint64, behind, ok bo
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.state != stateFetching || p.fetcher != node || p.paused || p.fetchErr != nil ||
-		p.buf.bytes >= p.cs.cfg.partitionBuffer {
+		p.buf.bytes >= p.cs.cfg.partitionBuffer || p.checking != 0 || p.needsCheckLocked(p.leaderEpoch) {
 		return fetch.Want{}, 0, false, false
 	}
 	w = fetch.Want{
@@ -96,11 +105,19 @@ func (p *cpart) fetchWant(node int32) (w fetch.Want, epoch uint64, behind, ok bo
 // applyFetch applies one partition's fetch result issued under epoch at
 // offset; stale results are dropped. It returns whether the partition's
 // leadership looked wrong (the coordinator should re-check).
-func (p *cpart) applyFetch(epoch uint64, offset int64, res fetch.Partition, recs []Record) (moved bool) {
+func (p *cpart) applyFetch(epoch uint64, offset int64, leaderEpoch int32, res fetch.Partition, recs []Record) (moved bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.epoch != epoch || p.fetchOffset != offset || p.state != stateFetching {
 		return false
+	}
+	if res.Err == nil && leaderEpoch > p.checkedEpoch {
+		// The leader of that epoch served our position: it is
+		// consistent with its log.
+		p.checkedEpoch = leaderEpoch
+	}
+	if n := len(recs); n > 0 && recs[n-1].LeaderEpoch >= 0 {
+		p.fetchedEpoch = recs[n-1].LeaderEpoch
 	}
 	if res.HighWatermark >= 0 {
 		p.hw = res.HighWatermark

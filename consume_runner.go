@@ -167,6 +167,7 @@ func (cs *Consumer) handle(ctx context.Context, p *cpart, gen uint64, chunk []*R
 		p.mu.Lock()
 		if p.gen == gen || p.state == stateRevoked {
 			p.processed = chunk[len(chunk)-1].Offset + 1
+			p.processedEpoch = chunk[len(chunk)-1].LeaderEpoch
 		}
 		p.mu.Unlock()
 		return len(chunk), nil
@@ -182,6 +183,7 @@ func (cs *Consumer) handle(ctx context.Context, p *cpart, gen uint64, chunk []*R
 			p.mu.Lock()
 			if i > 0 && (p.gen == gen || p.state == stateRevoked) {
 				p.processed = chunk[i-1].Offset + 1
+				p.processedEpoch = chunk[i-1].LeaderEpoch
 			}
 			if p.gen != gen || p.paused {
 				// Revoked or reset (the rest is dropped), or paused
@@ -204,6 +206,7 @@ func (cs *Consumer) handle(ctx context.Context, p *cpart, gen uint64, chunk []*R
 		p.mu.Lock()
 		if p.gen == gen || p.state == stateRevoked {
 			p.processed = chunk[done-1].Offset + 1
+			p.processedEpoch = chunk[done-1].LeaderEpoch
 		}
 		p.mu.Unlock()
 	}

@@ -48,7 +48,7 @@ func (cs *Consumer) resolveOffsets(ps []*cpart) {
 			continue
 		}
 		if p.start.kind == 0 {
-			p.startLocked(p.start.at)
+			p.startLocked(p.start.at, p.start.epoch())
 			p.mu.Unlock()
 			continue
 		}
@@ -89,9 +89,12 @@ func (s StartOffset) listTimestamp() int64 {
 	return s.at
 }
 
-// startLocked starts the partition at off.
-func (p *cpart) startLocked(off int64) {
+// startLocked starts the partition at off, whose record before it was
+// written in leader epoch (-1: unknown). A known epoch (a committed
+// offset's) gets the position checked against the leader's log first.
+func (p *cpart) startLocked(off int64, epoch int32) {
 	p.fetchOffset, p.position, p.processed = off, off, off
+	p.fetchedEpoch, p.processedEpoch, p.checkedEpoch = epoch, epoch, -1
 	p.startAt = off
 	p.state = stateFetching
 }
@@ -141,7 +144,7 @@ func (cs *Consumer) listStart(leader int32, ts int64, items []resolveItem) {
 		switch {
 		case perr == nil && ok && o >= 0:
 			p.resolveFails = 0
-			p.startLocked(o)
+			p.startLocked(o, -1)
 			p.mu.Unlock()
 			continue
 		case perr == nil || isRetriable(perr):

@@ -49,6 +49,9 @@ type Consumer struct {
 	parts    map[TopicPartition]*cpart // each holds a reference to its topic (TrackTopics)
 	fetchers map[int32]*fetcher
 
+	epochMu    sync.Mutex
+	epochMarks map[TopicPartition]epochMark // see markEpoch
+
 	buffered atomic.Int64 // decompressed bytes buffered across partitions
 	reserved atomic.Int64 // bytes asked for by fetches in flight
 	// budgetMu serialises the fetchers' check-and-reserve of the byte
@@ -157,11 +160,42 @@ func (cs *Consumer) processedOffsets(tps []TopicPartition) (map[TopicPartition]i
 			p.mu.Lock()
 			if p.processed >= 0 {
 				out[tp] = p.processed
+				cs.markEpoch(tp, p.processed, p.processedEpoch)
 			}
 			p.mu.Unlock()
 		}
 	}
 	return out, nil
+}
+
+// epochMark is the leader epoch of the record before a processed offset.
+type epochMark struct {
+	offset int64
+	epoch  int32
+}
+
+// markEpoch notes the leader epoch of the record before offset, as the
+// positions a commit may cover are read, so that the commit carries it
+// (KIP-320) without every path from a position to a commit passing it on.
+func (cs *Consumer) markEpoch(tp TopicPartition, offset int64, epoch int32) {
+	cs.epochMu.Lock()
+	if cs.epochMarks == nil {
+		cs.epochMarks = map[TopicPartition]epochMark{}
+	}
+	cs.epochMarks[tp] = epochMark{offset, epoch}
+	cs.epochMu.Unlock()
+}
+
+// epochFor returns the leader epoch to commit with offset for tp: the one
+// noted for that offset, else -1 (unknown, as offsets given by the user or
+// a processor are).
+func (cs *Consumer) epochFor(tp TopicPartition, offset int64) int32 {
+	cs.epochMu.Lock()
+	defer cs.epochMu.Unlock()
+	if m, ok := cs.epochMarks[tp]; ok && m.offset == offset {
+		return m.epoch
+	}
+	return -1
 }
 
 // Commit synchronously commits, for every partition the group assigned to
@@ -334,6 +368,7 @@ func (cs *Consumer) remove(ctx context.Context, lost bool, tps []TopicPartition)
 			// -1: removed before its start offset was resolved. Never
 			// commit that: it would erase the group's committed offset.
 			done[p.tp] = p.processed
+			cs.markEpoch(p.tp, p.processed, p.processedEpoch)
 		}
 		p.mu.Unlock()
 	}
@@ -572,6 +607,8 @@ func (cs *Consumer) coordinate() {
 		var needOffsets []*cpart
 		snap := cs.cl.Snapshot()
 		owned := map[int32][]*cpart{}
+		var checks map[int32][]*cpart // positions to check after a leader change
+		now := time.Now()
 		for _, p := range ps {
 			p.mu.Lock()
 			switch {
@@ -598,12 +635,21 @@ func (cs *Consumer) coordinate() {
 				}
 				if leader >= 0 {
 					owned[leader] = append(owned[leader], p)
+					if p.checking == 0 && p.needsCheckLocked(p.leaderEpoch) && !now.Before(p.resolveAfter) {
+						if checks == nil {
+							checks = map[int32][]*cpart{}
+						}
+						checks[leader] = append(checks[leader], p)
+					}
 				}
 			}
 			p.mu.Unlock()
 		}
 		if len(needOffsets) > 0 {
 			cs.resolveOffsets(needOffsets)
+		}
+		if len(checks) > 0 {
+			cs.startChecks(checks)
 		}
 		for _, f := range cs.setFetchers(owned) {
 			f.poke()

@@ -21,9 +21,19 @@ func (tp TopicPartition) String() string { return fmt.Sprintf("%s[%d]", tp.Topic
 
 // StartOffset says where consumption of a partition starts.
 type StartOffset struct {
-	kind int8 // 0 exact, 1 earliest, 2 latest, 3 timestamp
-	at   int64
+	kind   int8 // 0 exact, 1 earliest, 2 latest, 3 timestamp
+	at     int64
+	epoch1 int32 // exact: leader epoch of the record before at, plus one (0: unknown)
 }
+
+// atCommitted starts at a committed offset whose last record was written
+// in leader epoch (-1: unknown): the position is checked against the
+// leader's log before fetching (KIP-320).
+func atCommitted(o int64, epoch int32) StartOffset {
+	return StartOffset{kind: 0, at: o, epoch1: max(epoch, -1) + 1}
+}
+
+func (s StartOffset) epoch() int32 { return s.epoch1 - 1 }
 
 // AtEarliest starts at the log start offset.
 func AtEarliest() StartOffset { return StartOffset{kind: 1} }
@@ -253,8 +263,13 @@ func HandleBatch(fn func(ctx context.Context, b *FetchBatch) error) ConsumerOpti
 }
 
 // OnPartitionError is called when a partition stops (handler error,
-// corrupt batch, offset out of range with ResetNone). Other partitions
-// keep flowing. Resume restarts the partition at the reported offset.
+// corrupt batch, offset out of range with ResetNone, a start offset that
+// cannot be resolved). Other partitions keep flowing. Resume restarts the
+// partition at the reported offset. It is also called, without the
+// partition stopping, when a log truncation is detected after a leader
+// change (ErrLogTruncated, a *LogTruncationError) and a reset policy lets
+// the partition go on from where the logs diverge; with ResetNone such a
+// partition stops.
 func OnPartitionError(fn func(*PartitionError)) ConsumerOption {
 	return func(c *consumerConfig) { c.onError = fn }
 }

@@ -585,7 +585,7 @@ func (m *member) add(ctx context.Context, tps []TopicPartition) {
 	if leaving {
 		return // closing: the next rebalance hands them to others
 	}
-	committed, metas, err := m.commits.fetch(ctx, tps)
+	committed, metas, epochs, err := m.commits.fetch(ctx, tps)
 	if err != nil && ctx.Err() == nil {
 		m.cs.c.log.Warn("fetching committed offsets failed; rejoining", "group", m.cfg.id, "err", err)
 		m.requestRejoin()
@@ -595,7 +595,11 @@ func (m *member) add(ctx context.Context, tps []TopicPartition) {
 	for _, tp := range tps {
 		start := m.cs.resetStart()
 		if off, ok := committed[tp]; ok && off >= 0 {
-			start = AtOffset(off)
+			e, known := epochs[tp]
+			if !known {
+				e = -1
+			}
+			start = atCommitted(off, e)
 		} else if m.cs.cfg.reset == ResetNone {
 			m.cs.reportError(&PartitionError{Topic: tp.Topic, Partition: tp.Partition, Offset: -1,
 				Err: fmt.Errorf("%w: no committed offset and reset policy none", ErrOffsetOutOfRange)})

@@ -39,6 +39,7 @@ type commitEntry struct {
 	meta    string
 	hasMeta bool   // else the configured CommitMetadata
 	own     uint64 // ownership token it was read under; 0: unconditional (CommitOffsets)
+	epoch   int32  // leader epoch of the record before offset, -1 unknown (KIP-320)
 }
 
 // commitWaiter waits for the commit carrying its offsets.
@@ -69,7 +70,7 @@ func (c *committer) enqueue(offsets map[TopicPartition]int64, metas map[TopicPar
 	c.m.mu.Lock()
 	c.mu.Lock()
 	for tp, o := range offsets {
-		e := commitEntry{offset: o}
+		e := commitEntry{offset: o, epoch: c.m.cs.epochFor(tp, o)}
 		if own != nil {
 			if e.own = own[tp]; e.own == 0 || c.m.owned[tp] != e.own {
 				if cw != nil {
@@ -234,14 +235,15 @@ func (c *committer) send(ctx context.Context, batch map[TopicPartition]commitEnt
 			req.InstanceID = &m.cfg.instanceID
 		}
 		offsets := make(map[TopicPartition]int64, len(batch))
+		epochs := make(map[TopicPartition]int32, len(batch))
 		metas := map[TopicPartition]string{}
 		for tp, e := range batch {
-			offsets[tp] = e.offset
+			offsets[tp], epochs[tp] = e.offset, e.epoch
 			if e.hasMeta {
 				metas[tp] = e.meta
 			}
 		}
-		addCommitOffsets(req, tps, offsets, metas, m.cfg.commitMetadata)
+		addCommitOffsets(req, tps, offsets, metas, epochs, m.cfg.commitMetadata)
 		resp, err := m.groupRequest(ctx, req)
 		if err != nil {
 			if ctx.Err() != nil || attempt >= 5 {
@@ -298,10 +300,10 @@ func (c *committer) send(ctx context.Context, batch map[TopicPartition]commitEnt
 	}
 }
 
-// fetch returns the committed offsets of tps (-1 where none) and their
-// metadata, waiting out unstable offsets of open transactions (KIP-447
-// RequireStable).
-func (c *committer) fetch(ctx context.Context, tps []TopicPartition) (map[TopicPartition]int64, map[TopicPartition]string, error) {
+// fetch returns the committed offsets of tps (-1 where none), their
+// metadata and leader epochs (-1 where unknown), waiting out unstable
+// offsets of open transactions (KIP-447 RequireStable).
+func (c *committer) fetch(ctx context.Context, tps []TopicPartition) (map[TopicPartition]int64, map[TopicPartition]string, map[TopicPartition]int32, error) {
 	m := c.m
 	for attempt := 1; ; attempt++ {
 		req := kmsg.NewPtrOffsetFetchRequest()
@@ -337,9 +339,11 @@ func (c *committer) fetch(ctx context.Context, tps []TopicPartition) (map[TopicP
 		case err == nil && code == 0:
 			out := map[TopicPartition]int64{}
 			metas := map[TopicPartition]string{}
+			epochs := map[TopicPartition]int32{}
 			for _, t := range r.Topics {
 				for _, p := range t.Partitions {
 					out[TopicPartition{t.Topic, p.Partition}] = p.Offset
+					epochs[TopicPartition{t.Topic, p.Partition}] = p.LeaderEpoch
 					if p.Metadata != nil {
 						metas[TopicPartition{t.Topic, p.Partition}] = *p.Metadata
 					}
@@ -350,18 +354,18 @@ func (c *committer) fetch(ctx context.Context, tps []TopicPartition) (map[TopicP
 					}
 				}
 			}
-			return out, metas, nil
+			return out, metas, epochs, nil
 		case err == nil && !(m.coordinatorError(code) || code == kafkaerr.UnstableOffsetCommit):
-			return nil, nil, kafkaerr.ForCode(code)
+			return nil, nil, nil, kafkaerr.ForCode(code)
 		}
 		if ctx.Err() != nil {
-			return nil, nil, ctx.Err()
+			return nil, nil, nil, ctx.Err()
 		}
 		if attempt >= 20 {
 			if err == nil {
 				err = kafkaerr.ForCode(code)
 			}
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		m.sleep(ctx, m.cs.c.cfg.retryBackoff.Delay(attempt, rand.Float64()))
 	}
@@ -378,8 +382,9 @@ func metaFor(metas map[TopicPartition]string, tp TopicPartition, def string) str
 
 // addCommitOffsets adds offsets[tp] for each of tps to an OffsetCommit
 // request, grouped by topic in the order given, with metas[tp] as metadata
-// where present, else def.
-func addCommitOffsets(req *kmsg.OffsetCommitRequest, tps []TopicPartition, offsets map[TopicPartition]int64, metas map[TopicPartition]string, def string) {
+// where present, else def, and epochs[tp] as the leader epoch where
+// present, else -1.
+func addCommitOffsets(req *kmsg.OffsetCommitRequest, tps []TopicPartition, offsets map[TopicPartition]int64, metas map[TopicPartition]string, epochs map[TopicPartition]int32, def string) {
 	idx := map[string]int{}
 	for _, tp := range tps {
 		i, ok := idx[tp.Topic]
@@ -394,6 +399,9 @@ func addCommitOffsets(req *kmsg.OffsetCommitRequest, tps []TopicPartition, offse
 		p.Partition = tp.Partition
 		p.Offset = offsets[tp]
 		p.LeaderEpoch = -1
+		if e, ok := epochs[tp]; ok {
+			p.LeaderEpoch = e
+		}
 		p.Metadata = kmsg.StringPtr(metaFor(metas, tp, def))
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, p)
 	}

@@ -320,7 +320,7 @@ func TestGroupCommitOrdering(t *testing.T) {
 	if err := cs.CommitOffsets(ctx, map[TopicPartition]int64{tp: 201}); err != nil {
 		t.Fatal(err)
 	}
-	got, _, err := cs.member.commits.fetch(ctx, []TopicPartition{tp})
+	got, _, _, err := cs.member.commits.fetch(ctx, []TopicPartition{tp})
 	if err != nil {
 		t.Fatal(err)
 	}

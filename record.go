@@ -17,10 +17,13 @@ import (
 type Record struct {
 	Topic     string
 	Partition int32
-	Key       []byte
-	Value     []byte
-	Headers   []Header
-	Timestamp time.Time
+	// LeaderEpoch is the leader epoch of the batch a consumed record was
+	// written in (KIP-320), -1 if unknown; ignored when producing.
+	LeaderEpoch int32
+	Key         []byte
+	Value       []byte
+	Headers     []Header
+	Timestamp   time.Time
 	// Offset is set when the record was written (or consumed). It is -1
 	// for acks=0, where the broker does not say.
 	Offset int64

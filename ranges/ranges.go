@@ -192,7 +192,7 @@ func (r *Reader) Read(ctx context.Context, rg Range, fn func(*riffle.Record) err
 			// One Record is reused for every call (see Read's doc).
 			rec = riffle.Record{
 				Topic: rg.Topic, Partition: rg.Partition, Key: br.Key, Value: br.Value,
-				Headers: br.Headers, Timestamp: time.UnixMilli(br.Timestamp), Offset: br.Offset,
+				Headers: br.Headers, Timestamp: time.UnixMilli(br.Timestamp), Offset: br.Offset, LeaderEpoch: br.LeaderEpoch,
 			}
 			if err := fn(&rec); err != nil {
 				return err

@@ -379,7 +379,7 @@ func decodeV2Records(data []byte, b *Batch, fn func(Record)) (int, string) {
 		if logAppend {
 			ts = b.MaxTimestamp
 		}
-		fn(Record{Key: key, Value: value, Headers: headers, Timestamp: ts, Offset: b.BaseOffset + int64(offDelta)})
+		fn(Record{Key: key, Value: value, Headers: headers, Timestamp: ts, Offset: b.BaseOffset + int64(offDelta), LeaderEpoch: b.PartitionLeaderEpoch})
 		p = end
 	}
 	if p != len(data) {

@@ -198,7 +198,7 @@ func (b *Batch) appendLegacy(dst []Record) ([]Record, error) {
 		if reason != "" {
 			return corrupt(reason)
 		}
-		return append(dst, Record{Key: m.key, Value: m.value, Timestamp: m.ts, Offset: m.offset}), nil
+		return append(dst, Record{Key: m.key, Value: m.value, Timestamp: m.ts, Offset: m.offset, LeaderEpoch: -1}), nil
 	}
 	orig := len(dst)
 	if cap(dst)-orig < int(b.NumRecords) {
@@ -234,7 +234,7 @@ func (b *Batch) appendLegacy(dst []Record) ([]Record, error) {
 		case b.TimestampType == TimestampLogAppendTime:
 			ts = b.MaxTimestamp
 		}
-		dst = append(dst, Record{Key: m.key, Value: m.value, Timestamp: ts, Offset: off})
+		dst = append(dst, Record{Key: m.key, Value: m.value, Timestamp: ts, Offset: off, LeaderEpoch: -1})
 	}
 	return dst, nil
 }

@@ -21,6 +21,9 @@ type Record struct {
 	Timestamp int64
 	// Offset is the absolute offset of the record; set only by decoding.
 	Offset int64
+	// LeaderEpoch is the batch's partition leader epoch; set only by
+	// decoding (-1 for legacy messages, which have none).
+	LeaderEpoch int32
 }
 
 // Header is a record header. A nil Value is a null header value.
