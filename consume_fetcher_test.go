@@ -59,6 +59,11 @@ func (l *fetchLog) count() int {
 // fetcher keeps reading.
 func TestFetcherRetiredWhenBrokerLeadsNothing(t *testing.T) {
 	fake := newFake(t, kfake.NumBrokers(2), kfake.SeedTopics(4, "t"))
+	for p := int32(0); p < 4; p++ { // two partitions on each broker
+		if err := fake.MoveTopicPartition("t", p, p%2); err != nil {
+			t.Fatal(err)
+		}
+	}
 	cl := newTestClient(t, SeedBrokers(fake.ListenAddrs()...), MetadataMinAge(10*time.Millisecond))
 	log := watchFetches(fake)
 	var got atomic.Int64

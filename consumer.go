@@ -591,12 +591,22 @@ func (cs *Consumer) partition(tp TopicPartition) *cpart {
 func (cs *Consumer) coordinate() {
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
+	// A tick with the same metadata as the last pass, which left nothing
+	// to retry, has nothing to do: with thousands of partitions the pass
+	// is most of an idle consumer's CPU. Wakes (assignments, leader
+	// errors, resets) always run it.
+	var lastSnap *cluster.Snapshot
+	settled := false
 	for {
 		select {
 		case <-cs.ctx.Done():
 			return
 		case <-cs.wake:
+			settled = false
 		case <-tick.C:
+			if settled && cs.cl.Snapshot() == lastSnap {
+				continue
+			}
 		}
 		cs.mu.Lock()
 		ps := make([]*cpart, 0, len(cs.parts))
@@ -606,6 +616,8 @@ func (cs *Consumer) coordinate() {
 		cs.mu.Unlock()
 		var needOffsets []*cpart
 		snap := cs.cl.Snapshot()
+		lastSnap = snap
+		pending := false // something a later tick must retry
 		owned := map[int32][]*cpart{}
 		var checks map[int32][]*cpart // positions to check after a leader change
 		now := time.Now()
@@ -615,6 +627,7 @@ func (cs *Consumer) coordinate() {
 			case p.state == stateRevoked || p.state == stateFailed:
 			case p.state == stateNeedOffset:
 				needOffsets = append(needOffsets, p)
+				pending = true
 			default:
 				leader := int32(-1)
 				if tm := snap.Topics[p.tp.Topic]; tm != nil {
@@ -625,6 +638,10 @@ func (cs *Consumer) coordinate() {
 				}
 				if leader < 0 {
 					cs.cl.TriggerMetadata()
+					pending = true
+				}
+				if p.checking != 0 || p.needsCheckLocked(p.leaderEpoch) {
+					pending = true
 				}
 				if leader != p.fetcher {
 					// Only this partition moves; results of the old
@@ -651,10 +668,25 @@ func (cs *Consumer) coordinate() {
 		if len(checks) > 0 {
 			cs.startChecks(checks)
 		}
-		for _, f := range cs.setFetchers(owned) {
+		fs := cs.setFetchers(owned)
+		for _, f := range fs {
 			f.poke()
 		}
+		settled = !pending && !cs.fetchersIdle(fs)
 	}
+}
+
+// fetchersIdle reports whether a fetcher waits to be retired (a later
+// pass retires it).
+func (cs *Consumer) fetchersIdle(fs []*fetcher) bool {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	for _, f := range fs {
+		if !f.idleSince.IsZero() {
+			return true
+		}
+	}
+	return false
 }
 
 // fetcherRetireAfter is how long a fetcher whose broker leads none of the

@@ -131,7 +131,7 @@ type scaleResult struct {
 
 func (r scaleResult) valid() bool { return r.err == nil && r.complete }
 
-func scaleOnce(ctx context.Context, c scaleClient, pl *preloaded, settle, idle, timeout time.Duration) scaleResult {
+func scaleOnce(ctx context.Context, c scaleClient, pl *preloaded, settle, idle, timeout time.Duration, cpuProfile string) scaleResult {
 	t := partitionTally(pl.perPart)
 	var notes noteSet
 	runtime.GC()
@@ -141,6 +141,9 @@ func scaleOnce(ctx context.Context, c scaleClient, pl *preloaded, settle, idle, 
 	baseHeap := int64(m.HeapInuse)
 	baseG := runtime.NumGoroutine()
 
+	if c.name == "riffle" {
+		defer profiling(cpuProfile)()
+	}
 	cpu0 := cpuTime()
 	start := time.Now()
 	rctx, cancel := context.WithTimeout(ctx, timeout)
@@ -184,6 +187,7 @@ func runScale(ctx context.Context, args []string) error {
 	rounds := fs.Int("rounds", 3, "runs per client, in rounds; medians are compared")
 	only := fs.String("clients", "", "comma-separated clients to run (riffle, franz-go; default both); riffle is always run")
 	timeout := fs.Duration("timeout", 3*time.Minute, "give up consuming in one run after this long")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of riffle's runs (only) to this file (file, file.2, ...)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -224,7 +228,7 @@ func runScale(ctx context.Context, args []string) error {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			results[c.name] = append(results[c.name], scaleOnce(ctx, c, pl, *settle, *idle, *timeout))
+			results[c.name] = append(results[c.name], scaleOnce(ctx, c, pl, *settle, *idle, *timeout, *cpuProfile))
 		}
 	}
 
