@@ -64,6 +64,16 @@ func TestStoppedPartitionReported(t *testing.T) {
 	}
 	assignAll(t, cs, "t", 2, AtEarliest())
 	waitUntil(t, 20*time.Second, func() bool { return len(handled) >= 15 }, func() string { return statsString(cs) })
+	// The handler signals before it returns the error: wait for the
+	// partition to be stopped, not just for the call.
+	waitUntil(t, 20*time.Second, func() bool {
+		for _, ps := range cs.Stats().Partitions {
+			if ps.Partition == 1 && ps.Err != nil {
+				return true
+			}
+		}
+		return false
+	}, func() string { return statsString(cs) })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_, err = cs.Close(ctx)

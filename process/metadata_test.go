@@ -69,8 +69,17 @@ func TestMetadataNearLimit(t *testing.T) {
 	prMu.Unlock()
 	<-stuckStarted
 	waitFor(t, 120*time.Second, "the later records", func() bool { return done.Load() == n-1 })
-	st := p1.Stats().Partitions[0]
-	if st.Committable != 0 || st.FinishedAbove != n-1 || st.MetadataBytes > limit {
+	// A handler counts its record before returning, and the processor
+	// marks it finished after: wait for the stats to show every one (the
+	// test read them right after the counter and failed under load).
+	var st process.PartitionStats
+	waitFor(t, 30*time.Second, "the later records finished in the stats", func() bool {
+		if ps := p1.Stats().Partitions; len(ps) > 0 {
+			st = ps[0]
+		}
+		return st.FinishedAbove == n-1
+	})
+	if st.Committable != 0 || st.MetadataBytes > limit {
 		t.Fatalf("stats %+v", st)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
