@@ -208,8 +208,17 @@ func (p *cpart) setPaused(paused bool) {
 	p.mu.Lock()
 	p.paused = paused
 	if !paused && p.state == stateFailed {
-		p.state = stateFetching
 		p.err = nil
+		if p.fetchOffset < 0 {
+			// It stopped before its start offset was resolved:
+			// resolve it again, rather than fetch from nowhere (an
+			// out-of-range answer would apply the reset policy in
+			// place of the assigned start).
+			p.state = stateNeedOffset
+			p.resolveAfter, p.resolveFails = time.Time{}, 0
+		} else {
+			p.state = stateFetching
+		}
 	}
 	p.scheduleLocked()
 	p.mu.Unlock()

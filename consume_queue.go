@@ -6,14 +6,15 @@ package riffle
 // Chunks handed to the handler are sub-slices of a segment, not copies, so
 // dispatching costs nothing per record; and since a segment is only ever
 // read after it is pushed, a chunk the handler keeps is never overwritten.
-// A segment's array lives only as long as its own records are queued or
-// held by a handler, so handled records never pin later fetches' memory.
-// It is a plain type: the partition's mutex guards it.
+// A segment is referenced by the queue only while some of its records are
+// queued: slots of taken segments are cleared at once, so handled records
+// never pin later fetches' memory. It is a plain type: the partition's
+// mutex guards it.
 type recQueue struct {
-	segs  [][]*Record
-	spine [][]*Record // segs' backing array, reused once the queue empties
-	n     int         // records queued
-	bytes int64       // their sizes (Record.size)
+	segs  [][]*Record // live segments are segs[head:]; slots before head are nil
+	head  int
+	n     int   // records queued
+	bytes int64 // their sizes (Record.size)
 }
 
 // push appends one fetch's records, of total size bytes.
@@ -21,13 +22,13 @@ func (q *recQueue) push(seg []*Record, bytes int64) {
 	if len(seg) == 0 {
 		return
 	}
-	if len(q.segs) == 0 {
-		q.segs = q.spine[:0]
+	if len(q.segs) == cap(q.segs) && q.head > 0 {
+		// Slide the live segments to the front rather than grow.
+		live := copy(q.segs, q.segs[q.head:])
+		clear(q.segs[live:])
+		q.segs, q.head = q.segs[:live], 0
 	}
-	q.segs = append(q.segs, seg)
-	if cap(q.segs) > cap(q.spine) {
-		q.spine = q.segs[:0:cap(q.segs)]
-	}
+	q.segs = append(q.segs, seg) // a new array leaves the old one unreferenced
 	q.n += len(seg)
 	q.bytes += bytes
 }
@@ -38,12 +39,15 @@ func (q *recQueue) pushFront(recs []*Record, bytes int64) {
 	if len(recs) == 0 {
 		return
 	}
-	q.segs = append(q.segs, nil)
-	if cap(q.segs) > cap(q.spine) {
-		q.spine = q.segs[:0:cap(q.segs)]
+	recs = recs[:len(recs):len(recs)]
+	if q.head > 0 {
+		q.head--
+		q.segs[q.head] = recs
+	} else {
+		q.segs = append(q.segs, nil)
+		copy(q.segs[1:], q.segs)
+		q.segs[0] = recs
 	}
-	copy(q.segs[1:], q.segs)
-	q.segs[0] = recs[:len(recs):len(recs)]
 	q.n += len(recs)
 	q.bytes += bytes
 }
@@ -61,14 +65,14 @@ func (q *recQueue) take(max int) ([]*Record, int64) {
 		return nil, 0
 	}
 	var chunk []*Record
-	if head := q.segs[0]; len(head) >= max || len(q.segs) == 1 {
+	if head := q.segs[q.head]; len(head) >= max || q.head == len(q.segs)-1 {
 		k := min(len(head), max)
 		chunk = head[:k:k]
 		q.advance(k)
 	} else {
 		chunk = make([]*Record, 0, min(max, q.n))
-		for len(chunk) < max && len(q.segs) > 0 {
-			head := q.segs[0]
+		for len(chunk) < max && q.n > 0 {
+			head := q.segs[q.head]
 			k := min(len(head), max-len(chunk))
 			chunk = append(chunk, head[:k]...)
 			q.advance(k)
@@ -83,18 +87,21 @@ func (q *recQueue) take(max int) ([]*Record, int64) {
 // empty.
 func (q *recQueue) advance(k int) {
 	q.n -= k
-	if k < len(q.segs[0]) {
-		q.segs[0] = q.segs[0][k:]
+	if k < len(q.segs[q.head]) {
+		q.segs[q.head] = q.segs[q.head][k:]
 		return
 	}
-	q.segs[0] = nil // the spine must not pin handled records
-	q.segs = q.segs[1:]
+	q.segs[q.head] = nil
+	q.head++
+	if q.head == len(q.segs) {
+		q.segs, q.head = q.segs[:0], 0
+	}
 }
 
 // reset drops everything and returns the size dropped.
 func (q *recQueue) reset() int64 {
 	b := q.bytes
 	clear(q.segs)
-	*q = recQueue{spine: q.spine}
+	q.segs, q.head, q.n, q.bytes = q.segs[:0], 0, 0, 0
 	return b
 }

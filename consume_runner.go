@@ -11,8 +11,8 @@ import (
 // partitions fairly, one batch each before yielding.
 type runQueue struct {
 	mu     sync.Mutex
-	q      []*cpart
-	buf    []*cpart // q's backing array, reused whenever q empties
+	q      []*cpart // queued partitions are q[head:]; slots before head are nil
+	head   int
 	notify chan struct{}
 }
 
@@ -20,13 +20,12 @@ func (r *runQueue) init() { r.notify = make(chan struct{}, 1) }
 
 func (r *runQueue) push(p *cpart) {
 	r.mu.Lock()
-	if len(r.q) == 0 {
-		r.q = r.buf[:0]
+	if len(r.q) == cap(r.q) && r.head > 0 {
+		live := copy(r.q, r.q[r.head:])
+		clear(r.q[live:])
+		r.q, r.head = r.q[:live], 0
 	}
 	r.q = append(r.q, p)
-	if cap(r.q) > cap(r.buf) {
-		r.buf = r.q[:0:cap(r.q)]
-	}
 	r.mu.Unlock()
 	select {
 	case r.notify <- struct{}{}:
@@ -37,11 +36,14 @@ func (r *runQueue) push(p *cpart) {
 func (r *runQueue) pop(ctx context.Context) *cpart {
 	for {
 		r.mu.Lock()
-		if len(r.q) > 0 {
-			p := r.q[0]
-			r.q[0] = nil
-			r.q = r.q[1:]
-			more := len(r.q) > 0
+		if r.head < len(r.q) {
+			p := r.q[r.head]
+			r.q[r.head] = nil
+			r.head++
+			if r.head == len(r.q) {
+				r.q, r.head = r.q[:0], 0
+			}
+			more := r.head < len(r.q)
 			r.mu.Unlock()
 			if more {
 				select {

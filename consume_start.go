@@ -105,23 +105,36 @@ func (p *cpart) startLocked(off int64, epoch int32) {
 func (cs *Consumer) listStart(leader int32, ts int64, items []resolveItem) {
 	ctx, cancel := context.WithTimeout(cs.ctx, cs.c.cfg.retryTimeout)
 	defer cancel()
-	offs, errsByPart, err := cs.listOffsets(ctx, leader, ts, items)
-	var atEnd []resolveItem
+	// reqErr: the request itself failed (network, timeout, a broker that
+	// went away) for these partitions: always worth asking again.
+	// perr: a partition's own Kafka error, retried only if retriable.
+	offs, perr, err := cs.listOffsets(ctx, leader, ts, items)
+	reqErr := map[*cpart]error{}
+	if err != nil {
+		for _, it := range items {
+			reqErr[it.p] = err
+		}
+	}
 	if err == nil && ts >= 0 {
+		var atEnd []resolveItem
 		for _, it := range items {
 			if o, ok := offs[it.p]; ok && o < 0 {
 				atEnd = append(atEnd, it)
 			}
 		}
 		if len(atEnd) > 0 {
-			var ends map[*cpart]int64
-			var endErrs map[*cpart]error
-			ends, endErrs, err = cs.listOffsets(ctx, leader, OffsetLatest, atEnd)
+			ends, endErrs, err := cs.listOffsets(ctx, leader, OffsetLatest, atEnd)
+			for _, it := range atEnd {
+				delete(offs, it.p) // -1 is not a start
+				if err != nil {
+					reqErr[it.p] = err
+				}
+			}
 			for p, o := range ends {
 				offs[p] = o
 			}
 			for p, e := range endErrs {
-				errsByPart[p] = e
+				perr[p] = e
 			}
 		}
 	}
@@ -129,10 +142,7 @@ func (cs *Consumer) listStart(leader int32, ts int64, items []resolveItem) {
 	for _, it := range items {
 		p := it.p
 		o, ok := offs[p]
-		perr := errsByPart[p]
-		if err != nil && perr == nil {
-			perr = err
-		}
+		pe := perr[p]
 		p.mu.Lock()
 		if p.resolving == it.epoch+1 {
 			p.resolving = 0
@@ -142,32 +152,37 @@ func (cs *Consumer) listStart(leader int32, ts int64, items []resolveItem) {
 			continue
 		}
 		switch {
-		case perr == nil && ok && o >= 0:
+		case pe == nil && reqErr[p] == nil && ok && o >= 0:
 			p.resolveFails = 0
 			p.startLocked(o, -1)
 			p.mu.Unlock()
 			continue
-		case perr == nil || isRetriable(perr):
-			// No answer for it, a leader that moved, an epoch
-			// mismatch: ask again after a backoff, from fresh
-			// metadata.
+		case pe == nil || isRetriable(pe):
+			// The request failed, no answer for it, a leader that
+			// moved, an epoch mismatch: ask again after a backoff,
+			// from fresh metadata.
 			p.resolveFails++
 			p.resolveAfter = time.Now().Add(cs.c.cfg.retryBackoff.Delay(p.resolveFails, rand.Float64()))
 			retry = true
 			p.mu.Unlock()
-			if cs.ctx.Err() == nil && perr != nil {
-				cs.c.log.Debug("resolving a start offset failed; retrying", "topic", p.tp.Topic, "partition", p.tp.Partition, "broker", leader, "err", perr)
+			why := pe
+			if why == nil {
+				why = reqErr[p]
+			}
+			if why != nil && cs.ctx.Err() == nil {
+				cs.c.log.Debug("resolving a start offset failed; retrying", "topic", p.tp.Topic, "partition", p.tp.Partition, "broker", leader, "err", why)
 			}
 			continue
 		}
-		// Not retriable (authorization, say): the partition stops,
-		// reported as any other partition error.
+		// The broker refused it for good (authorization, say): the
+		// partition stops, reported as any other partition error;
+		// Resume resolves the start offset again.
 		p.state = stateFailed
 		p.err = &PartitionError{Topic: p.tp.Topic, Partition: p.tp.Partition, Offset: -1,
-			Err: fmt.Errorf("resolving the start offset (%s): %w", p.start, perr)}
-		pe := p.err
+			Err: fmt.Errorf("resolving the start offset (%s): %w", p.start, pe)}
+		failed := p.err
 		p.mu.Unlock()
-		cs.reportError(pe)
+		cs.reportError(failed)
 	}
 	if retry {
 		cs.cl.TriggerMetadata()

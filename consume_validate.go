@@ -196,18 +196,30 @@ func (cs *Consumer) checkPositions(leader int32, items []checkItem) {
 }
 
 // truncatedLocked applies a detected truncation: with ResetNone the
-// partition stops; otherwise it resumes at the diverging offset (records
-// buffered from the old log are dropped).
+// partition stops; otherwise it resumes at the diverging offset, or where
+// the handler is if that is lower (the fetch position runs ahead of it:
+// records fetched below the divergence but not yet handled are intact and
+// are fetched again, not skipped). Buffered records go; the running
+// handler call finishes but the rest of its chunk is dropped (fetched
+// again too); the processed offset never moves up.
 func (p *cpart) truncatedLocked(te *LogTruncationError) {
 	if p.cs.cfg.reset == ResetNone {
 		p.state = stateFailed
 		p.err = &PartitionError{Topic: p.tp.Topic, Partition: p.tp.Partition, Offset: te.FetchOffset, Err: te}
 		return
 	}
+	off := te.DivergingOffset
+	if p.position >= 0 && p.position < off {
+		off = p.position
+	}
+	processed, processedEpoch := p.processed, p.processedEpoch
 	p.epoch++
 	p.gen++
 	p.dropBufferLocked()
-	p.startLocked(te.DivergingOffset, -1)
+	p.startLocked(off, -1)
+	if processed >= 0 && processed < off {
+		p.processed, p.processedEpoch = processed, processedEpoch
+	}
 	p.checkedEpoch = p.leaderEpoch
 }
 

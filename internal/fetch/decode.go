@@ -104,9 +104,12 @@ func DecodePartitionTo(rp *kmsg.FetchResponseTopicPartition, fetchOffset int64, 
 		filter = batch.NewAbortFilter(aborted)
 	}
 	// The sink sizes itself once for every record, from the batch
-	// headers, instead of growing per batch.
+	// headers, instead of growing per batch. The headers are read before
+	// any CRC check, so a corrupt record count is capped: at one record
+	// per 32 wire bytes (real records of a few bytes, or highly
+	// compressed ones, make the sink grow instead).
 	if n := batch.CountRecords(rp.RecordBatches, fetchOffset); n > 0 {
-		sink.Grow(n)
+		sink.Grow(min(n, len(rp.RecordBatches)/32+1))
 	}
 	it := batch.NewIterator(rp.RecordBatches, opts.Batch)
 	var stopErr error

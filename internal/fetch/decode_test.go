@@ -86,8 +86,17 @@ func TestDecodePartitionToGrowBound(t *testing.T) {
 	if res.Err != nil || res.NextOffset != 9 {
 		t.Fatalf("err %v next %d", res.Err, res.NextOffset)
 	}
-	if c.added != 7 || c.grow < c.added {
+	if c.added != 7 || c.grow < 1 || c.grow > len(data)/32+1 {
 		t.Fatalf("added %d, grow %d", c.added, c.grow)
+	}
+	// A record count inflated by corruption (read before the CRC check)
+	// sizes nothing beyond one record per 32 wire bytes.
+	bad := bytes.Clone(data)
+	binary.BigEndian.PutUint32(bad[57:], 1<<30)
+	c = countSink{}
+	DecodePartitionTo(&kmsg.FetchResponseTopicPartition{HighWatermark: 9, LastStableOffset: 9, RecordBatches: bad}, 0, DecodeOptions{}, &c)
+	if c.grow > len(bad)/32+1 {
+		t.Fatalf("a corrupt count grew the sink to %d records for %d bytes", c.grow, len(bad))
 	}
 }
 
