@@ -127,6 +127,39 @@ func (c *committer) commitSync(ctx context.Context, offsets map[TopicPartition]i
 	}
 }
 
+// outcome is what a commit means to w: its own partitions' errors only
+// (a commit batch merges every caller's offsets, and another's failure,
+// such as a partition of a topic deleted meanwhile, is not this one's),
+// the request's error if the request itself failed (failed is nil), and
+// the partitions left out as no longer owned.
+func (w *commitWaiter) outcome(dropped []TopicPartition, failed map[TopicPartition]error, reqErr error) error {
+	mine := w.dropped
+	for _, tp := range dropped {
+		if w.tps[tp] {
+			mine = append(mine, tp)
+		}
+	}
+	var errs []error
+	if failed == nil {
+		errs = append(errs, reqErr)
+	} else {
+		var tps []TopicPartition
+		for tp := range w.tps {
+			if failed[tp] != nil {
+				tps = append(tps, tp)
+			}
+		}
+		sortTPs(tps)
+		for _, tp := range tps {
+			errs = append(errs, failed[tp])
+		}
+	}
+	if len(mine) > 0 {
+		errs = append(errs, notOwned(mine))
+	}
+	return errors.Join(errs...)
+}
+
 // notOwned reports offsets left out because their partitions were no
 // longer this member's.
 func notOwned(tps []TopicPartition) error {
@@ -159,8 +192,9 @@ func (c *committer) run(ctx context.Context) {
 		c.mu.Unlock()
 		var err error
 		var dropped []TopicPartition
+		var failed map[TopicPartition]error
 		if len(batch) > 0 {
-			dropped, err = c.send(ctx, batch)
+			dropped, failed, err = c.send(ctx, batch)
 			if err != nil && ctx.Err() == nil {
 				if rebalanceCommitError(err) {
 					c.m.cs.c.log.Info("offset commit refused during a rebalance; the next commit retries", "group", c.m.cfg.id, "err", err)
@@ -170,17 +204,7 @@ func (c *committer) run(ctx context.Context) {
 			}
 		}
 		for _, w := range waiters {
-			mine := w.dropped
-			for _, tp := range dropped {
-				if w.tps[tp] {
-					mine = append(mine, tp)
-				}
-			}
-			werr := err
-			if len(mine) > 0 {
-				werr = errors.Join(err, notOwned(mine))
-			}
-			w.ch <- werr
+			w.ch <- w.outcome(dropped, failed, err)
 		}
 	}
 }
@@ -212,7 +236,11 @@ func (c *committer) failWaiters(err error) {
 // send commits a batch, retrying coordinator moves; the generation and
 // member id are those current at each attempt, and partitions no longer
 // owned under their entry's token are left out (returned as dropped).
-func (c *committer) send(ctx context.Context, batch map[TopicPartition]commitEntry) (dropped []TopicPartition, err error) {
+// send commits batch. It returns the partitions left out because they are
+// no longer owned, and the error of each partition that failed; failed is
+// nil when the request itself failed, with err saying why (err also joins
+// the partitions' errors, for the log).
+func (c *committer) send(ctx context.Context, batch map[TopicPartition]commitEntry) (dropped []TopicPartition, failed map[TopicPartition]error, err error) {
 	m := c.m
 	for attempt := 1; ; attempt++ {
 		req := kmsg.NewPtrOffsetCommitRequest()
@@ -229,7 +257,7 @@ func (c *committer) send(ctx context.Context, batch map[TopicPartition]commitEnt
 		}
 		m.mu.Unlock()
 		if len(tps) == 0 {
-			return dropped, nil
+			return dropped, map[TopicPartition]error{}, nil
 		}
 		if m.cfg.instanceID != "" {
 			req.InstanceID = &m.cfg.instanceID
@@ -247,12 +275,13 @@ func (c *committer) send(ctx context.Context, batch map[TopicPartition]commitEnt
 		resp, err := m.groupRequest(ctx, req)
 		if err != nil {
 			if ctx.Err() != nil || attempt >= 5 {
-				return dropped, err
+				return dropped, nil, err
 			}
 			m.sleep(ctx, m.cs.c.cfg.retryBackoff.Delay(attempt, rand.Float64()))
 			continue
 		}
 		var errsOut, retryErrs []error
+		failed = map[TopicPartition]error{}
 		retry := false
 		for _, t := range resp.(*kmsg.OffsetCommitResponse).Topics {
 			for _, p := range t.Partitions {
@@ -265,7 +294,9 @@ func (c *committer) send(ctx context.Context, batch map[TopicPartition]commitEnt
 				}
 				if m.coordinatorError(p.ErrorCode) {
 					retry = true
-					retryErrs = append(retryErrs, fmt.Errorf("%s: %w", tp, kafkaerr.ForCode(p.ErrorCode)))
+					e := fmt.Errorf("%s: %w", tp, kafkaerr.ForCode(p.ErrorCode))
+					retryErrs = append(retryErrs, e)
+					failed[tp] = e
 					continue
 				}
 				if p.ErrorCode == kafkaerr.OffsetMetadataTooLarge && metaFor(metas, tp, m.cfg.commitMetadata) != "" {
@@ -281,14 +312,18 @@ func (c *committer) send(ctx context.Context, batch map[TopicPartition]commitEnt
 						m.cs.c.log.Warn("commit metadata too large for the broker (offset.metadata.max.bytes); committing offsets without it",
 							"group", m.cfg.id, "partition", tp.String(), "bytes", len(metaFor(metas, tp, m.cfg.commitMetadata)))
 					}
-					e := batch[tp]
-					e.meta, e.hasMeta = "", true
-					batch[tp] = e
+					ent := batch[tp]
+					ent.meta, ent.hasMeta = "", true
+					batch[tp] = ent
 					retry = true
-					retryErrs = append(retryErrs, fmt.Errorf("%s: %w", tp, kafkaerr.ForCode(p.ErrorCode)))
+					e := fmt.Errorf("%s: %w", tp, kafkaerr.ForCode(p.ErrorCode))
+					retryErrs = append(retryErrs, e)
+					failed[tp] = e
 					continue
 				}
-				errsOut = append(errsOut, fmt.Errorf("%s: %w", tp, kafkaerr.ForCode(p.ErrorCode)))
+				e := fmt.Errorf("%s: %w", tp, kafkaerr.ForCode(p.ErrorCode))
+				errsOut = append(errsOut, e)
+				failed[tp] = e
 			}
 		}
 		if retry && attempt < 5 {
@@ -296,7 +331,7 @@ func (c *committer) send(ctx context.Context, batch map[TopicPartition]commitEnt
 			continue
 		}
 		// Out of attempts: what still wanted a retry failed too.
-		return dropped, errors.Join(append(errsOut, retryErrs...)...)
+		return dropped, failed, errors.Join(append(errsOut, retryErrs...)...)
 	}
 }
 

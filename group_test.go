@@ -469,3 +469,26 @@ func commitOnceJoined(t *testing.T, ctx context.Context, cs *Consumer, offsets m
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// A commit batch merges the offsets of several callers: each hears about
+// its own partitions only (a flaky test found Close's final commit failing
+// on another caller's partition of a topic deleted meanwhile).
+func TestCommitWaiterOutcome(t *testing.T) {
+	a, b := TopicPartition{"gone", 0}, TopicPartition{"t", 0}
+	failA := errors.New("gone[0]: UNKNOWN_TOPIC_OR_PARTITION")
+	w := &commitWaiter{tps: map[TopicPartition]bool{b: true}}
+	if err := w.outcome(nil, map[TopicPartition]error{a: failA}, failA); err != nil {
+		t.Fatalf("another caller's failed partition reached this one: %v", err)
+	}
+	wa := &commitWaiter{tps: map[TopicPartition]bool{a: true, b: true}}
+	if err := wa.outcome(nil, map[TopicPartition]error{a: failA}, failA); !errors.Is(err, failA) {
+		t.Fatalf("own failed partition: %v", err)
+	}
+	req := errors.New("coordinator unreachable")
+	if err := w.outcome(nil, nil, req); !errors.Is(err, req) {
+		t.Fatalf("a failed request concerns everyone: %v", err)
+	}
+	if err := w.outcome([]TopicPartition{b}, map[TopicPartition]error{}, nil); !errors.Is(err, ErrNotAssigned) {
+		t.Fatalf("own partition dropped as not owned: %v", err)
+	}
+}
