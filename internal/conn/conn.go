@@ -237,6 +237,11 @@ func (c *Conn) send(ctx context.Context, req kmsg.Request) (*call, error) {
 	// whole batches, and growing a fresh buffer to that size per request
 	// would dominate the producer's allocations.
 	fb := framePool.Get().(*[]byte)
+	if n := frameSizeHint(req); cap(*fb) < n {
+		// Sized once: appending whole batches to a smaller buffer
+		// doubled and copied it again and again.
+		*fb = make([]byte, 0, n)
+	}
 	frame := c.cfg.formatter().Append((*fb)[:0], req)
 	defer func() {
 		if cap(frame) <= maxPooledFrame {
@@ -376,6 +381,23 @@ func extraTimeout(req kmsg.Request) time.Duration {
 		return time.Duration(r.Timeout()) * time.Millisecond
 	}
 	return 0
+}
+
+// frameSizeHint is about how large req's frame is, for the requests that
+// carry bulk data (produce: its batches), 0 for the rest.
+func frameSizeHint(req kmsg.Request) int {
+	p, ok := req.(*kmsg.ProduceRequest)
+	if !ok {
+		return 0
+	}
+	n := 256
+	for i := range p.Topics {
+		n += 32 + len(p.Topics[i].Topic)
+		for j := range p.Topics[i].Partitions {
+			n += 16 + len(p.Topics[i].Partitions[j].Records)
+		}
+	}
+	return n
 }
 
 // trustedResponse is how large a response to req may be and still get its
