@@ -17,6 +17,9 @@ import (
 // show it line for line. The parameters are what the snippets take as
 // given.
 
+// Compiled, never called.
+var _ = []any{readmeTour, packageDoc}
+
 // readmeTour is README.md's "A short tour".
 func readmeTour(ctx context.Context, user, pass string, k, v []byte, recs []*riffle.Record,
 	cl2, cl3 *riffle.Client, handle func(context.Context, *riffle.Record) error) error {

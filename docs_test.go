@@ -191,3 +191,21 @@ func containsRun(lines, run []string) bool {
 	}
 	return false
 }
+
+// TestArchitecturePaths checks that the packages ARCHITECTURE.md names
+// exist, so that it does not drift from the tree unnoticed.
+func TestArchitecturePaths(t *testing.T) {
+	b, err := os.ReadFile("ARCHITECTURE.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths := regexp.MustCompile(`internal/[a-z]+`).FindAllString(string(b), -1)
+	if len(paths) < 10 {
+		t.Fatalf("found only %d package paths: is the search broken?", len(paths))
+	}
+	for _, p := range paths {
+		if fi, err := os.Stat(p); err != nil || !fi.IsDir() {
+			t.Errorf("ARCHITECTURE.md names %s, which is not a package", p)
+		}
+	}
+}
