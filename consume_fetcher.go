@@ -69,7 +69,7 @@ func (s *slabSink) Add(br batch.Record) {
 	// bulk write barrier over every record.
 	r := &s.recs[len(s.recs)-1]
 	r.Topic, r.Partition = s.topic, s.part
-	r.Key, r.Value, r.Headers = br.Key, br.Value, br.Headers
+	r.Key, r.Value, r.Headers = br.Key, br.Value, headersFromBatch(br.Headers)
 	r.Timestamp = time.UnixMilli(br.Timestamp)
 	r.Offset = br.Offset
 	r.LeaderEpoch = br.LeaderEpoch

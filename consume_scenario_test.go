@@ -1271,10 +1271,8 @@ func TestConsumeReadCommitted(t *testing.T) {
 
 	// 21 data records, 4 markers (one offset each): the log ends at 25.
 	const hw = 5 + 7 + 2 + 3 + 4 + 4
-	var committed, all []string
-	for _, v := range vals("commit1", 5) {
-		committed = append(committed, v)
-	}
+	var all []string
+	committed := vals("commit1", 5)
 	all = append(append(all, committed...), vals("abort1", 7)...)
 	committed = append(committed, "plain-0", "plain-1")
 	all = append(all, "plain-0", "plain-1")

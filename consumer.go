@@ -274,6 +274,13 @@ type Assignment struct {
 	Start StartOffset
 }
 
+// String formats the assignment with its field names, e.g.
+// "events[3]{Start:earliest}". (Without it, the String of the embedded
+// TopicPartition would be promoted and %v would print only "events[3]".)
+func (a Assignment) String() string {
+	return fmt.Sprintf("%v{Start:%v}", a.TopicPartition, a.Start)
+}
+
 // Assign adds partitions. A partition already assigned keeps its position.
 // After Close it returns ErrConsumerClosed.
 func (cs *Consumer) Assign(as ...Assignment) error {
@@ -440,6 +447,16 @@ type PartitionStats struct {
 	// HighWatermark - Processed (-1 when either side is unknown).
 	LagCommitted int64
 	LagProcessed int64
+}
+
+// String formats every field with its name, e.g.
+// "events[3]{Position:120 Processed:118 ... LagProcessed:2}". (Without it,
+// the String of the embedded TopicPartition would be promoted and %v would
+// print only "events[3]".)
+func (s PartitionStats) String() string {
+	return fmt.Sprintf("%v{Position:%v Processed:%v HighWatermark:%v BufferedRecords:%v BufferedBytes:%v Paused:%v Leader:%v Err:%v Committed:%v LagCommitted:%v LagProcessed:%v}",
+		s.TopicPartition, s.Position, s.Processed, s.HighWatermark, s.BufferedRecords, s.BufferedBytes,
+		s.Paused, s.Leader, s.Err, s.Committed, s.LagCommitted, s.LagProcessed)
 }
 
 // ConsumerStats is a snapshot of the consumer's state.

@@ -61,30 +61,32 @@ func (s StartOffset) String() string {
 	return fmt.Sprintf("offset %d", s.at)
 }
 
-// ResetPolicy says what to do when a partition's offset is out of range.
+// ResetPolicy says where a partition starts when its offset is out of
+// range, or when a group has no committed offset for it (Java's
+// auto.offset.reset). See OffsetReset for the default.
 type ResetPolicy int8
 
-// Reset policies (Java's auto.offset.reset).
-const (
-	// ResetLatest jumps to the high watermark (the Java default).
-	ResetLatest ResetPolicy = iota
-	// ResetEarliest jumps to the log start offset.
-	ResetEarliest
-	// ResetNone stops the partition with an ErrOffsetOutOfRange error.
-	ResetNone
-)
+// ResetLatest jumps to the high watermark: only records produced from now
+// on are read. The default, as in the Java client.
+const ResetLatest ResetPolicy = 0
+
+// ResetEarliest jumps to the log start offset: every record still in the
+// log is read.
+const ResetEarliest ResetPolicy = 1
+
+// ResetNone stops the partition with an ErrOffsetOutOfRange error (see
+// OnPartitionError).
+const ResetNone ResetPolicy = 2
 
 // IsolationLevel selects which transactional records are read.
 type IsolationLevel int8
 
-// Isolation levels.
-const (
-	// ReadUncommitted reads every record (the Java default).
-	ReadUncommitted IsolationLevel = 0
-	// ReadCommitted reads only committed transactional records, up to the
-	// last stable offset; aborted transactions are filtered out.
-	ReadCommitted IsolationLevel = 1
-)
+// ReadUncommitted reads every record (the Java default).
+const ReadUncommitted IsolationLevel = 0
+
+// ReadCommitted reads only committed transactional records, up to the
+// last stable offset; aborted transactions are filtered out.
+const ReadCommitted IsolationLevel = 1
 
 // FetchBatch is what a batch handler receives: records of one partition in
 // offset order.
@@ -283,7 +285,13 @@ func OnPartitionError(fn func(*PartitionError)) ConsumerOption {
 // gets at most one batch before yielding.
 func Runners(n int) ConsumerOption { return func(c *consumerConfig) { c.runners = n } }
 
-// OffsetReset sets the policy for out-of-range offsets (default ResetLatest).
+// OffsetReset says where a partition starts when its offset is out of range
+// and, in a group, when the group has no committed offset for it.
+//
+// The default is ResetLatest, as in the Java client: a new group reads
+// only what is produced after it joined. Set ResetEarliest to read a
+// topic's history. (The riffle CLI's "consume --from" defaults to
+// earliest instead: a person asking to see a topic wants what is in it.)
 func OffsetReset(p ResetPolicy) ConsumerOption { return func(c *consumerConfig) { c.reset = p } }
 
 // Isolation sets the isolation level (default ReadUncommitted).

@@ -46,17 +46,104 @@ var (
 	ErrInvalidConfig = errs.ErrConfig
 )
 
-// UnreachableError lists, for every address tried, why it could not be
-// used (dial refused, timeout, dns, tls, auth, protocol, backing off).
-type UnreachableError = cluster.UnreachableError
+// UnreachableError says that no broker could be reached, and why for each
+// address tried: dial refused, timeout, dns, tls, auth, protocol, backing
+// off. It matches ErrUnreachable with errors.Is, the caller's context
+// error when that ended the attempt, ErrAuth when a failure was an
+// authentication failure, and, when every address failed for a reason
+// that retrying cannot fix (an untrusted certificate, a peer that does not
+// speak Kafka), each address's error. Get it with errors.As (see the
+// example).
+type UnreachableError struct {
+	// Addrs has one entry per address tried: seeds and known brokers.
+	Addrs []AddrError
+	// Ctx is the caller's context error, if the context ended the attempt.
+	Ctx error
+}
 
-// AddrError is one address of an UnreachableError.
-type AddrError = cluster.AddrError
+// AddrError is why one address of an UnreachableError could not be used.
+type AddrError struct {
+	Addr   string
+	NodeID int32 // the broker's node id; -1 for a seed
+	Err    error
+}
 
-// KafkaError is an error code returned by a broker. Two KafkaErrors match
-// with errors.Is when their codes are equal, so
-// errors.Is(err, riffle.ErrNotLeaderForPartition) works on wrapped errors.
-type KafkaError = kafkaerr.Error
+// Cause classifies Err in a few words: dial refused, dial failed, timeout,
+// dns, tls, auth, protocol, handshake failed, cancelled, not tried, or
+// "backing off after" one of those when the address was not dialed again
+// because it had just failed.
+func (a AddrError) Cause() string { return cluster.AddrError(a).Cause() }
+
+func (e *UnreachableError) internal() *cluster.UnreachableError {
+	ie := &cluster.UnreachableError{Addrs: make([]cluster.AddrError, len(e.Addrs)), Ctx: e.Ctx}
+	for i, a := range e.Addrs {
+		ie.Addrs[i] = cluster.AddrError(a)
+	}
+	return ie
+}
+
+// Error names every address and its cause.
+func (e *UnreachableError) Error() string { return e.internal().Error() }
+
+// Unwrap returns the errors the UnreachableError matches (see its doc).
+func (e *UnreachableError) Unwrap() []error { return e.internal().Unwrap() }
+
+// Retriable reports whether another attempt may reach a broker: whether
+// some address failed for a reason that can pass (refused, timeout, reset,
+// not tried), or none was listed. IsRetriable defers to it.
+func (e *UnreachableError) Retriable() bool { return e.internal().Retriable() }
+
+// KafkaError is an error code returned by a broker, with the protocol's
+// name and description for it. Two KafkaErrors match with errors.Is when
+// their codes are equal, so errors.Is(err, riffle.ErrNotLeaderForPartition)
+// works on wrapped errors; errors.As(err, &ke) with ke a *KafkaError gets
+// the code of any Kafka error in err.
+type KafkaError struct {
+	// Code is the protocol's error code, e.g. 6 for NOT_LEADER_FOR_PARTITION.
+	Code int16
+	// Name is the protocol's name for the code, e.g. NOT_LEADER_FOR_PARTITION
+	// (UNKNOWN_ERROR_CODE_n for a code this client does not know).
+	Name string
+	// Retriable says whether the protocol deems the error retriable.
+	Retriable bool
+	// Description is the protocol's description of the error.
+	Description string
+}
+
+// Error formats the error as "NAME (code): description".
+func (e *KafkaError) Error() string { return (*kafkaerr.Error)(e).Error() }
+
+// Is reports whether target is a Kafka error with the same code.
+func (e *KafkaError) Is(target error) bool { return (*kafkaerr.Error)(e).Is(target) }
+
+// The client's errors are made below this package, as the internal types
+// these are twins of; these let errors.As and errors.Is reach the twins.
+func init() {
+	kafkaerr.Exported.As = func(e *kafkaerr.Error, target any) bool {
+		t, ok := target.(**KafkaError)
+		if ok {
+			*t = (*KafkaError)(e) // the same fields: the same value, no copy
+		}
+		return ok
+	}
+	kafkaerr.Exported.Of = func(err error) *kafkaerr.Error {
+		if e, ok := err.(*KafkaError); ok {
+			return (*kafkaerr.Error)(e)
+		}
+		return nil
+	}
+	cluster.ExportUnreachable = func(e *cluster.UnreachableError, target any) bool {
+		t, ok := target.(**UnreachableError)
+		if ok {
+			ue := &UnreachableError{Addrs: make([]AddrError, len(e.Addrs)), Ctx: e.Ctx}
+			for i, a := range e.Addrs {
+				ue.Addrs[i] = AddrError(a)
+			}
+			*t = ue
+		}
+		return ok
+	}
+}
 
 // Kafka errors the client surfaces most often. Any code can be built with
 // KafkaErrorForCode.

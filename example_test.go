@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"net"
 	"sync"
 	"time"
 
@@ -164,4 +165,65 @@ func ExampleConsumer() {
 	}
 	fmt.Println("consumed", seen, "records; positions sum to", total)
 	// Output: consumed 30 records; positions sum to 30
+}
+
+// When no broker answers, the error is an *UnreachableError naming each
+// address tried and why it failed.
+func ExampleUnreachableError() {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nobody listens there any more
+	cl, err := riffle.NewClient(riffle.SeedBrokers(addr))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+
+	err = cl.Ping(ctx)
+	var ue *riffle.UnreachableError
+	if errors.As(err, &ue) {
+		for _, a := range ue.Addrs {
+			fmt.Println(a.Addr == addr, a.NodeID, a.Cause())
+		}
+		fmt.Println("ended by:", ue.Ctx)
+	}
+	fmt.Println(errors.Is(err, riffle.ErrUnreachable), errors.Is(err, context.DeadlineExceeded))
+	// Output:
+	// true -1 dial refused
+	// ended by: context deadline exceeded
+	// true true
+}
+
+// A broker's error code is a *KafkaError: match it with errors.Is against
+// the Err values, or get its code with errors.As.
+func ExampleKafkaError() {
+	cluster, err := rifftest.Start(rifftest.Topic("events", 1))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer cluster.Close()
+	cl, err := riffle.NewClient(riffle.SeedBrokers(cluster.Addrs()...))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer cl.Close()
+
+	res, err := cl.Admin().CreateTopics(context.Background(), riffle.TopicSpec{Name: "events", Partitions: 1})
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = res[0].Err
+	fmt.Println(errors.Is(err, riffle.ErrTopicAlreadyExists))
+	var ke *riffle.KafkaError
+	if errors.As(err, &ke) {
+		fmt.Println(ke.Code, ke.Name, ke.Retriable)
+	}
+	// Output:
+	// true
+	// 36 TOPIC_ALREADY_EXISTS false
 }

@@ -17,16 +17,14 @@ import (
 // GroupProtocol selects the consumer group protocol.
 type GroupProtocol int8
 
-// Group protocols.
-const (
-	// GroupProtocolClassic is JoinGroup/SyncGroup/Heartbeat with
-	// client-side assignment (the default).
-	GroupProtocolClassic GroupProtocol = iota
-	// GroupProtocolConsumer is the next-generation protocol (KIP-848):
-	// the broker assigns partitions and members reconcile incrementally
-	// through ConsumerGroupHeartbeat. Needs a broker that supports it.
-	GroupProtocolConsumer
-)
+// GroupProtocolClassic is JoinGroup/SyncGroup/Heartbeat with
+// client-side assignment (the default).
+const GroupProtocolClassic GroupProtocol = 0
+
+// GroupProtocolConsumer is the next-generation protocol (KIP-848):
+// the broker assigns partitions and members reconcile incrementally
+// through ConsumerGroupHeartbeat. Needs a broker that supports it.
+const GroupProtocolConsumer GroupProtocol = 1
 
 // WithGroupProtocol selects the group protocol (default classic).
 func WithGroupProtocol(p GroupProtocol) ConsumerOption {

@@ -291,7 +291,7 @@ func (p *Producer) Close(ctx context.Context) error {
 }
 
 func toBatchRecord(r *Record) batch.Record {
-	return batch.Record{Key: r.Key, Value: r.Value, Headers: r.Headers, Timestamp: r.Timestamp.UnixMilli()}
+	return batch.Record{Key: r.Key, Value: r.Value, Headers: headersToBatch(r.Headers), Timestamp: r.Timestamp.UnixMilli()}
 }
 
 // topicState is a topic's partitioner and partitions.

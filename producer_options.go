@@ -11,31 +11,37 @@ import (
 // Acks is how many replicas must have a record before the broker answers.
 type Acks int16
 
-// Acknowledgement levels.
-const (
-	// AcksAll waits for every in-sync replica (Java acks=all, -1). The
-	// default, and required by idempotence.
-	AcksAll Acks = -1
-	// AcksLeader waits for the leader only (acks=1). Needs
-	// DisableIdempotence.
-	AcksLeader Acks = 1
-	// AcksNone does not wait at all (acks=0): the broker sends no answer
-	// and errors are not seen. Needs DisableIdempotence.
-	AcksNone Acks = 0
-)
+// AcksAll waits for every in-sync replica (Java acks=all, -1). The
+// default, and required by idempotence.
+const AcksAll Acks = -1
 
-// Compression is a batch compression codec.
+// AcksLeader waits for the leader only (acks=1). Needs
+// DisableIdempotence.
+const AcksLeader Acks = 1
+
+// AcksNone does not wait at all (acks=0): the broker sends no answer
+// and errors are not seen. Needs DisableIdempotence.
+const AcksNone Acks = 0
+
+// Compression is a batch compression codec, numbered as in the record
+// batch attributes. Compression happens on the producing goroutine as a
+// batch is sealed, never on the connection writer.
 type Compression int8
 
-// Codecs. Compression happens on the producing goroutine as a batch is
-// sealed, never on the connection writer.
-const (
-	CompressionNone   = Compression(batch.CodecNone)
-	CompressionGzip   = Compression(batch.CodecGzip)
-	CompressionSnappy = Compression(batch.CodecSnappy)
-	CompressionLZ4    = Compression(batch.CodecLZ4)
-	CompressionZstd   = Compression(batch.CodecZstd)
-)
+// CompressionNone sends batches uncompressed (the default).
+const CompressionNone Compression = 0
+
+// CompressionGzip compresses batches with gzip.
+const CompressionGzip Compression = 1
+
+// CompressionSnappy compresses batches with snappy.
+const CompressionSnappy Compression = 2
+
+// CompressionLZ4 compresses batches with LZ4.
+const CompressionLZ4 Compression = 3
+
+// CompressionZstd compresses batches with zstd.
+const CompressionZstd Compression = 4
 
 // String names the codec.
 func (c Compression) String() string { return batch.Codec(c).String() }

@@ -2,6 +2,7 @@ package riffle
 
 import (
 	"time"
+	"unsafe"
 
 	"github.com/riffle-go/riffle/internal/batch"
 )
@@ -30,7 +31,23 @@ type Record struct {
 }
 
 // Header is a record header. A nil Value is a null header value.
-type Header = batch.Header
+type Header struct {
+	Key   string
+	Value []byte
+}
+
+// Records are encoded and decoded with batch.Header, a struct identical to
+// Header, so their headers are viewed as Headers in place: copying them
+// would cost an allocation per record. The pointer conversions compile only
+// while the two structs stay identical.
+
+func headersFromBatch(hs []batch.Header) []Header {
+	return unsafe.Slice((*Header)(unsafe.SliceData(hs)), len(hs))
+}
+
+func headersToBatch(hs []Header) []batch.Header {
+	return unsafe.Slice((*batch.Header)(unsafe.SliceData(hs)), len(hs))
+}
 
 func (r *Record) size() int {
 	n := len(r.Key) + len(r.Value)

@@ -14,18 +14,18 @@ import (
 // Mode is the ordering a Processor keeps within a partition.
 type Mode int8
 
-const (
-	// ByKey: records with the same key never run concurrently and run in
-	// offset order; different keys run in parallel. Records without a key
-	// (nil Key) share one queue per partition: they run one at a time, in
-	// offset order. An empty non-nil key is a key like any other.
-	ByKey Mode = iota
-	// ByPartition: one record at a time per partition, in offset order
-	// (the plain consumer's behaviour).
-	ByPartition
-	// Unordered: any record may run at any time.
-	Unordered
-)
+// ByKey: records with the same key never run concurrently and run in
+// offset order; different keys run in parallel. Records without a key
+// (nil Key) share one queue per partition: they run one at a time, in
+// offset order. An empty non-nil key is a key like any other.
+const ByKey Mode = 0
+
+// ByPartition: one record at a time per partition, in offset order
+// (the plain consumer's behaviour).
+const ByPartition Mode = 1
+
+// Unordered: any record may run at any time.
+const Unordered Mode = 2
 
 // String returns the mode's name.
 func (m Mode) String() string {
@@ -44,16 +44,15 @@ func (m Mode) String() string {
 // partition is not ours or does not decode.
 type MetadataPolicy int8
 
-const (
-	// IgnoreBadMetadata reports the metadata (OnError, ErrBadMetadata) and
-	// processes everything from the committed offset: some records may run
-	// again, none is skipped.
-	IgnoreBadMetadata MetadataPolicy = iota
-	// FailBadMetadata reports it and stops the partition before
-	// processing anything, until it is reassigned; nothing is committed
-	// for it, so the metadata stays as it was.
-	FailBadMetadata
-)
+// IgnoreBadMetadata reports the metadata (OnError, ErrBadMetadata) and
+// processes everything from the committed offset: some records may run
+// again, none is skipped.
+const IgnoreBadMetadata MetadataPolicy = 0
+
+// FailBadMetadata reports it and stops the partition before
+// processing anything, until it is reassigned; nothing is committed
+// for it, so the metadata stays as it was.
+const FailBadMetadata MetadataPolicy = 1
 
 // Errors of the processor.
 var (

@@ -657,6 +657,16 @@ type PartitionStats struct {
 	Err error
 }
 
+// String formats every field with its name, e.g.
+// "events[3]{Committed:100 Committable:118 ... Err:<nil>}". (Without it,
+// the String of the embedded riffle.TopicPartition would be promoted and %v
+// would print only "events[3]".)
+func (s PartitionStats) String() string {
+	return fmt.Sprintf("%v{Committed:%v Committable:%v FinishedAbove:%v Running:%v Waiting:%v OldestAge:%v MetadataBytes:%v Processed:%v Retries:%v DeadLettered:%v Skipped:%v Err:%v}",
+		s.TopicPartition, s.Committed, s.Committable, s.FinishedAbove, s.Running, s.Waiting, s.OldestAge,
+		s.MetadataBytes, s.Processed, s.Retries, s.DeadLettered, s.Skipped, s.Err)
+}
+
 // Stats describes a Processor.
 type Stats struct {
 	Running    int   // records running across partitions

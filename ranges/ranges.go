@@ -15,10 +15,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/riffle-go/riffle"
 	"github.com/riffle-go/riffle/internal/batch"
@@ -192,7 +194,7 @@ func (r *Reader) Read(ctx context.Context, rg Range, fn func(*riffle.Record) err
 			// One Record is reused for every call (see Read's doc).
 			rec = riffle.Record{
 				Topic: rg.Topic, Partition: rg.Partition, Key: br.Key, Value: br.Value,
-				Headers: br.Headers, Timestamp: time.UnixMilli(br.Timestamp), Offset: br.Offset, LeaderEpoch: br.LeaderEpoch,
+				Headers: headers(br.Headers), Timestamp: time.UnixMilli(br.Timestamp), Offset: br.Offset, LeaderEpoch: br.LeaderEpoch,
 			}
 			if err := fn(&rec); err != nil {
 				return err
@@ -334,6 +336,12 @@ func (r *Reader) fetchOnce(ctx context.Context, leader int32, rg Range, offset i
 	return nil, fmt.Errorf("%w: fetch response lacks %s[%d]", riffle.ErrMalformedResponse, rg.Topic, rg.Partition)
 }
 
+// headers views decoded headers as riffle.Headers, an identical struct,
+// without copying (the pointer conversion compiles only while they are).
+func headers(hs []batch.Header) []riffle.Header {
+	return unsafe.Slice((*riffle.Header)(unsafe.SliceData(hs)), len(hs))
+}
+
 // ReadRange reads one range with a fresh Reader; prefer keeping a Reader
 // for many ranges.
 func ReadRange(ctx context.Context, client *riffle.Client, rg Range, fn func(*riffle.Record) error, opts ...Option) error {
@@ -342,18 +350,24 @@ func ReadRange(ctx context.Context, client *riffle.Client, rg Range, fn func(*ri
 
 // PlanOptions bounds the ranges Plan makes.
 type PlanOptions struct {
-	// MaxRecords is the most offsets per range (required, > 0).
+	// MaxRecords is the most offsets per range. Zero means no limit: one
+	// range per partition, from its log start to its high watermark.
 	MaxRecords int64
 	// Partitions restricts planning to these partitions (all if empty).
 	Partitions []int32
 }
 
 // Plan splits the topics' partitions, from the log start offset to the
-// high watermark as of now, into ranges of at most MaxRecords offsets,
-// ordered by topic, partition and offset. Empty partitions yield none.
+// high watermark as of now, into ranges of at most MaxRecords offsets (the
+// whole partition when MaxRecords is 0), ordered by topic, partition and
+// offset. Empty partitions yield none.
 func Plan(ctx context.Context, client *riffle.Client, opts PlanOptions, topics ...string) ([]Range, error) {
-	if opts.MaxRecords <= 0 {
-		return nil, fmt.Errorf("%w: MaxRecords must be positive", riffle.ErrInvalidConfig)
+	if opts.MaxRecords < 0 {
+		return nil, fmt.Errorf("%w: MaxRecords must not be negative (0: no limit)", riffle.ErrInvalidConfig)
+	}
+	step := opts.MaxRecords
+	if step == 0 {
+		step = math.MaxInt64
 	}
 	adm := client.Admin()
 	starts, err := adm.ListOffsets(ctx, riffle.OffsetEarliest, topics...)
@@ -387,8 +401,13 @@ func Plan(ctx context.Context, client *riffle.Client, opts PlanOptions, topics .
 		if len(want) > 0 && !want[o.Partition] {
 			continue
 		}
-		for low := lows[tp{o.Topic, o.Partition}]; low < o.Offset; low += opts.MaxRecords {
-			out = append(out, Range{Topic: o.Topic, Partition: o.Partition, Low: low, High: min(low+opts.MaxRecords, o.Offset)})
+		for low := lows[tp{o.Topic, o.Partition}]; low < o.Offset; {
+			high := o.Offset
+			if o.Offset-low > step {
+				high = low + step
+			}
+			out = append(out, Range{Topic: o.Topic, Partition: o.Partition, Low: low, High: high})
+			low = high
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {

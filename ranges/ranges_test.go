@@ -269,8 +269,22 @@ func TestPlanSerializable(t *testing.T) {
 	if fmt.Sprint(plan) != want {
 		t.Fatalf("plan %v", plan)
 	}
-	if _, err := ranges.Plan(context.Background(), cl, ranges.PlanOptions{}, "t"); !errors.Is(err, riffle.ErrInvalidConfig) {
-		t.Fatalf("zero MaxRecords: %v", err)
+	if _, err := ranges.Plan(context.Background(), cl, ranges.PlanOptions{MaxRecords: -1}, "t"); !errors.Is(err, riffle.ErrInvalidConfig) {
+		t.Fatalf("negative MaxRecords: %v", err)
+	}
+}
+
+// A zero MaxRecords is no limit: one range per non-empty partition.
+func TestPlanWholePartitions(t *testing.T) {
+	_, cl := setup(t, rifftest.Topic("t", 3))
+	produce(t, cl, "t", 0, 10, nil)
+	produce(t, cl, "t", 2, 25, nil)
+	plan, err := ranges.Plan(context.Background(), cl, ranges.PlanOptions{}, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "[t[0] [0, 10) t[2] [0, 25)]"; fmt.Sprint(plan) != want {
+		t.Fatalf("plan %v, want %s", plan, want)
 	}
 }
 
@@ -394,5 +408,33 @@ func TestSmallRangeFetchesWhatItNeeds(t *testing.T) {
 		if got := fb.n.Load() - before; low > 0 && got > 128<<10 {
 			t.Fatalf("reading 20 records at %d read %d bytes of fetch responses", low, got)
 		}
+	}
+}
+
+// Headers come through as written (riffle.Header is its own type; the
+// decoded ones are viewed as it without copying).
+func TestReadHeaders(t *testing.T) {
+	_, cl := setup(t, rifftest.Topic("t", 1))
+	p, err := riffle.NewProducer(cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	want := []riffle.Header{{Key: "a", Value: []byte("1")}, {Key: "null", Value: nil}, {Key: "", Value: []byte{}}}
+	if err := p.ProduceSync(ctx, &riffle.Record{Topic: "t", Value: []byte("v"), Headers: want}, &riffle.Record{Topic: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	p.Close(ctx)
+	var got [][]riffle.Header
+	err = ranges.ReadRange(ctx, cl, ranges.Range{Topic: "t", Low: 0, High: 2}, func(r *riffle.Record) error {
+		got = append(got, r.Headers)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || len(got[1]) != 0 || fmt.Sprintf("%q", got[0]) != fmt.Sprintf("%q", want) || got[0][1].Value != nil || got[0][2].Value == nil {
+		t.Fatalf("headers %q, want %q then none", got, want)
 	}
 }

@@ -11,7 +11,11 @@
 // In a test, [New] starts a cluster and closes it when the test ends:
 //
 //	c := rifftest.New(t, rifftest.Brokers(3), rifftest.Topic("orders", 6))
-//	client := riffle.NewClient(c.Addrs()...)
+//	cl, err := riffle.NewClient(riffle.SeedBrokers(c.Addrs()...))
+//	if err != nil {
+//		t.Fatal(err)
+//	}
+//	defer cl.Close()
 //
 // Outside a test (the CLI demo, a benchmark harness) use [Start] and call
 // [Cluster.Close] yourself.

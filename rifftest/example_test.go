@@ -6,15 +6,21 @@ import (
 	"log"
 	"testing"
 
+	"github.com/riffle-go/riffle"
 	"github.com/riffle-go/riffle/rifftest"
 )
 
-// A test gets a cluster that closes itself when the test ends.
+// A test gets a cluster that closes itself when the test ends, and points
+// the client under test at its addresses.
 func ExampleNew() {
 	testOrders := func(t *testing.T) {
 		c := rifftest.New(t, rifftest.Brokers(3), rifftest.Topic("orders", 6))
-		seeds := c.Addrs() // hand these to the client under test
-		_ = seeds
+		cl, err := riffle.NewClient(riffle.SeedBrokers(c.Addrs()...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		// ... produce to and consume "orders" through cl
 	}
 	_ = testOrders
 }

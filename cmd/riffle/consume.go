@@ -88,7 +88,7 @@ to stderr. --timeout bounds the command only when given explicitly.`,
 	}
 	f := cmd.Flags()
 	f.Int32SliceVar(&cfg.partitions, "partitions", nil, "partitions to read, comma-separated (default all; not with --group)")
-	f.StringVar(&cfg.from, "from", "earliest", "where to start: earliest, latest, an offset or an RFC 3339 time")
+	f.StringVar(&cfg.from, "from", "earliest", "where to start: earliest, latest, an offset or an RFC 3339 time (the library's riffle.OffsetReset defaults to latest instead)")
 	f.StringVar(&cfg.to, "to", "", "stop each partition before this `OFFSET`, or at its current end (end)")
 	f.Int64Var(&cfg.count, "count", 0, "stop after `N` records in all (default: no limit)")
 	f.StringVar(&cfg.group, "group", "", "consume as a member of consumer group `G`, committing offsets")

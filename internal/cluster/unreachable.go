@@ -41,6 +41,18 @@ type UnreachableError struct {
 	Ctx   error // the caller's context error, if it ended the attempt
 }
 
+// ExportUnreachable sets target to the exported twin of e (a copy as a
+// riffle.UnreachableError: a type of its own, so that go doc shows its
+// fields and methods) when target is a **riffle.UnreachableError, and
+// reports whether it was. Package riffle registers it at init; through it,
+// errors.As reaches the twin from the *UnreachableError made here.
+var ExportUnreachable func(e *UnreachableError, target any) bool
+
+// As sets target to e's exported twin (see ExportUnreachable).
+func (e *UnreachableError) As(target any) bool {
+	return ExportUnreachable != nil && ExportUnreachable(e, target)
+}
+
 func (e *UnreachableError) Error() string {
 	var b strings.Builder
 	b.WriteString("riffle: no broker reachable")

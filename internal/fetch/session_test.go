@@ -17,19 +17,6 @@ func tps(ws []Want) []TP {
 	return out
 }
 
-func sortTPs(s []TP) []TP {
-	slices.SortFunc(s, func(a, b TP) int {
-		if a.Topic != b.Topic {
-			if a.Topic < b.Topic {
-				return -1
-			}
-			return 1
-		}
-		return int(a.Partition - b.Partition)
-	})
-	return s
-}
-
 func TestSessionLifecycle(t *testing.T) {
 	var s Session
 	// First request: full, epoch 0.

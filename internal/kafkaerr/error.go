@@ -23,10 +23,30 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("%s (%d): %s", e.Name, e.Code, e.Description)
 }
 
-// Is reports whether target is a Kafka error with the same code.
+// Is reports whether target is a Kafka error with the same code: an
+// *Error or its exported twin (see Exported).
 func (e *Error) Is(target error) bool {
 	t, ok := target.(*Error)
-	return ok && t.Code == e.Code
+	if !ok && Exported.Of != nil {
+		t = Exported.Of(target)
+	}
+	return t != nil && t.Code == e.Code
+}
+
+// As sets target to e when it points to e's exported twin (see Exported).
+func (e *Error) As(target any) bool { return Exported.As != nil && Exported.As(e, target) }
+
+// Exported connects Error to its exported twin, riffle.KafkaError: a type
+// of its own (so that go doc shows its fields and methods) with the same
+// fields, which package riffle registers here at init. Errors are created
+// here, below riffle, so they are *Error; through these, errors.As reaches
+// a *riffle.KafkaError and errors.Is compares codes with one.
+var Exported struct {
+	// As sets target, a **riffle.KafkaError, to e and reports whether it
+	// was one.
+	As func(e *Error, target any) bool
+	// Of returns err as an *Error if it is a *riffle.KafkaError, else nil.
+	Of func(err error) *Error
 }
 
 var cache = func() map[int16]*Error {

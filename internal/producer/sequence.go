@@ -272,15 +272,6 @@ func (p *Partition) rewind() {
 	p.okLeader = false
 }
 
-func (p *Partition) anyPinned() bool {
-	for _, b := range p.batches {
-		if b.Pinned() {
-			return true
-		}
-	}
-	return false
-}
-
 // unpinAll drops the numbers of every batch of the partition. Called only
 // when the broker rejected the partition's sequence, so none of them can
 // have been written under it.
