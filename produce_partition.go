@@ -21,6 +21,7 @@ type partState struct {
 	mu        sync.Mutex
 	bld       *batch.Builder
 	open      []pendingRecord
+	openBytes int // upper bound of the open batch's encoded size
 	openSince time.Time
 	// due: the open batch should go as soon as the partition can send it
 	// (linger passed or zero, or a synchronous produce), but an earlier
@@ -44,9 +45,15 @@ func newPartState(p *Producer, t *topicState, id int32) *partState {
 	}
 }
 
-// append adds a record to the open batch, sealing it when full, when the
-// producer lingers 0, or for synchronous produce.
-func (s *partState) append(br *batch.Record, pr pendingRecord, sync bool) {
+// append adds a record to the open batch, sealing it when full or, when
+// due (no linger, synchronous produce), as soon as nothing waits for the
+// sender. Records are encoded when their batch is sealed, not here: under
+// the partition's lock a record is only queued, so many goroutines
+// producing to one partition hold it for very little time (encoding each
+// record in turn under the lock made them queue on it; with many runnable
+// goroutines Go's mutex parks them, leaving cores idle). The producer reads
+// the Record until its callback (see Produce).
+func (s *partState) append(pr pendingRecord, sync bool) {
 	s.mu.Lock()
 	if s.failed == nil && s.p.ctx.Err() != nil {
 		// The producer closed while this record was on its way here
@@ -59,27 +66,19 @@ func (s *partState) append(br *batch.Record, pr pendingRecord, sync bool) {
 		pr.fn(pr.rec, s.failed)
 		return
 	}
-	if s.bld == nil {
-		s.bld = batch.NewBuilder(batch.BuilderOptions{MaxBytes: s.topic.maxBatch})
-	}
 	var bad []*pbatch
-	if !s.bld.Add(br) {
+	if len(s.open) > 0 && s.openBytes+pr.bound > s.topic.maxBatch {
 		// Full: seal what we have and start a new batch with this record.
 		bad = append(bad, s.sealLocked())
-		if !s.bld.Add(br) {
-			s.mu.Unlock()
-			s.failBad(bad)
-			s.p.buf.releaseOne(int64(pr.size), pr.gen)
-			pr.fn(pr.rec, fmt.Errorf("%s[%d]: %w", s.topic.name, s.id, ErrRecordTooLarge))
-			return
-		}
 	}
 	if len(s.open) == 0 {
 		s.openSince = time.Now()
+		s.openBytes = batch.BatchOverhead
 	}
 	s.open = append(s.open, pr)
+	s.openBytes += pr.bound
 	switch {
-	case s.bld.Size() >= s.topic.maxBatch:
+	case s.openBytes >= s.topic.maxBatch:
 		bad = append(bad, s.sealLocked())
 	case sync || s.p.cfg.linger == 0:
 		s.due = true
@@ -134,7 +133,7 @@ func (s *partState) failBad(bad []*pbatch) {
 	}
 }
 
-// sealLocked compresses the open batch, queues it in the sequence state
+// sealLocked encodes and compresses the open batch, queues it in the sequence state
 // machine and wakes the sender of the partition's leader. It returns the
 // batch if sealing failed (the caller fails it after unlocking).
 func (s *partState) sealLocked() *pbatch {
@@ -145,12 +144,42 @@ func (s *partState) sealLocked() *pbatch {
 		s.linger.Stop()
 	}
 	s.due = false
+	if s.bld == nil {
+		s.bld = batch.NewBuilder(batch.BuilderOptions{MaxBytes: s.topic.maxBatch})
+	}
 	recs := s.open
+	k := 0
+	for ; k < len(recs); k++ {
+		br := toBatchRecord(recs[k].rec)
+		if !s.bld.Add(&br) {
+			break // cannot happen: the bounds kept the batch within its limit
+		}
+	}
+	if k == 0 {
+		// Not even one record fits (its size was checked at Produce,
+		// so it cannot happen): fail it rather than loop.
+		k = 1
+	}
 	// The next batch likely holds as many records: size its slice once.
 	s.open = make([]pendingRecord, 0, len(recs))
+	s.openBytes = 0
+	if k < len(recs) {
+		// What did not fit starts the next batch, due at once.
+		s.open = append(s.open, recs[k:]...)
+		s.openBytes = batch.BatchOverhead
+		for _, pr := range recs[k:] {
+			s.openBytes += pr.bound
+		}
+		s.due = true
+	}
+	recs = recs[:k:k]
+	b := &pbatch{recs: recs, created: s.openSince}
+	if s.bld.NumRecords() == 0 {
+		b.sealErr = fmt.Errorf("%s[%d]: %w", s.topic.name, s.id, ErrRecordTooLarge)
+		return b
+	}
 	enc, err := s.bld.Finish(batch.Codec(s.p.cfg.compression))
 	s.bld.Reset()
-	b := &pbatch{recs: recs, created: s.openSince}
 	if err != nil {
 		// Compression failed: nothing was sent, fail the records.
 		b.sealErr = fmt.Errorf("%s[%d]: compressing batch: %w", s.topic.name, s.id, err)

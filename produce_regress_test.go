@@ -295,3 +295,69 @@ func TestNoLingerBatchesWhilePipelineBusy(t *testing.T) {
 		t.Fatalf("%d records went out in %d batches: records produced while the pipeline was busy were not batched", n, b)
 	}
 }
+
+type batchSizes struct {
+	mu    sync.Mutex
+	sizes []int
+	recs  int
+}
+
+func (b *batchSizes) OnBatchWritten(_ BrokerInfo, _ string, _ int32, records, bytes int) {
+	b.mu.Lock()
+	b.sizes = append(b.sizes, bytes)
+	b.recs += records
+	b.mu.Unlock()
+}
+
+// Records are encoded when their batch is sealed, the batch sized by each
+// record's bound: batches stay within MaxBatchBytes whatever the mix of
+// sizes, and every record is written once, in order.
+func TestBatchesStayWithinMaxBatchBytes(t *testing.T) {
+	fake := newFake(t, kfake.SeedTopics(1, "t"))
+	cl := newTestClient(t, SeedBrokers(fake.ListenAddrs()...))
+	var bs batchSizes
+	p, err := NewProducer(cl, MaxBatchBytes(4096), WithProducerHooks(&bs), Linger(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const n = 3000
+	var failed atomic.Int64
+	var order sync.Mutex
+	var offsets []int64
+	for i := range n {
+		rec := &Record{Topic: "t", Value: make([]byte, (i*37)%1500), Key: []byte(fmt.Sprint(i))}
+		if i%5 == 0 {
+			rec.Headers = []Header{{Key: "h", Value: make([]byte, i%200)}}
+		}
+		p.Produce(ctx, rec, func(r *Record, err error) {
+			if err != nil {
+				failed.Add(1)
+				return
+			}
+			order.Lock()
+			offsets = append(offsets, r.Offset)
+			order.Unlock()
+		})
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if failed.Load() != 0 || bs.recs != n || len(offsets) != n {
+		t.Fatalf("%d failed, %d written, %d acknowledged", failed.Load(), bs.recs, len(offsets))
+	}
+	for i, o := range offsets {
+		if o != int64(i) {
+			t.Fatalf("record %d acknowledged at offset %d", i, o)
+		}
+	}
+	for _, s := range bs.sizes {
+		if s > 4096 {
+			t.Fatalf("a batch of %d bytes, MaxBatchBytes 4096", s)
+		}
+	}
+	if len(bs.sizes) > n/2 {
+		t.Fatalf("%d batches for %d records: batches are not being filled", len(bs.sizes), n)
+	}
+}

@@ -107,10 +107,11 @@ func NewProducer(c *Client, opts ...ProducerOption) (*Producer, error) {
 
 // pendingRecord is a buffered record and its callback.
 type pendingRecord struct {
-	rec  *Record
-	fn   func(*Record, error)
-	size int
-	gen  *flushGen // counts the record until its outcome
+	rec   *Record
+	fn    func(*Record, error)
+	size  int
+	bound int       // upper bound of its encoded size (batch.RecordSizeBound)
+	gen   *flushGen // counts the record until its outcome
 }
 
 // pbatch is the payload of a sealed batch in the sequence state machine.
@@ -186,7 +187,7 @@ func (p *Producer) produce(ctx context.Context, rec *Record, fn func(*Record, er
 		fn(rec, err)
 		return
 	}
-	part.append(&br, pendingRecord{rec: rec, fn: fn, size: size, gen: gen}, sync)
+	part.append(pendingRecord{rec: rec, fn: fn, size: size, bound: batch.RecordSizeBound(&br), gen: gen}, sync)
 }
 
 // ProduceSync produces recs and waits for all of them; it does not wait for

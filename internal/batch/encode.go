@@ -81,6 +81,21 @@ func EncodedSize(rec *Record) int {
 	return headerSize + varintSize(int32(body)) + body
 }
 
+// BatchOverhead is the size of a v2 batch's header: an empty batch.
+const BatchOverhead = headerSize
+
+// RecordSizeBound returns an upper bound of the bytes rec takes in a batch
+// (its length prefix included), whatever its offset and timestamp deltas:
+// a producer can tell when a batch is full before encoding its records.
+// It is math.MaxInt for a record that cannot be encoded.
+func RecordSizeBound(rec *Record) int {
+	body, ok := recordBodySize(rec, math.MinInt64, math.MinInt32) // the longest varints
+	if !ok {
+		return math.MaxInt
+	}
+	return varintSize(int32(body)) + body
+}
+
 // CheckSize returns an error wrapping ErrRecordTooLarge if rec cannot fit in
 // a batch limited to maxBatchBytes (zero means no limit), so a producer can
 // fail such a record at once instead of retrying it forever.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"reflect"
 	"testing"
 )
@@ -304,5 +305,33 @@ func TestReleaseReuse(t *testing.T) {
 			t.Fatalf("round %d: %v", round, err)
 		}
 		e3.Release()
+	}
+}
+
+// RecordSizeBound is never below what a record takes in a batch, whatever
+// its position and timestamp: a producer sizing batches by it never
+// overflows them.
+func TestRecordSizeBound(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 7))
+	for range 2000 {
+		rec := Record{Key: make([]byte, r.IntN(40)), Value: make([]byte, r.IntN(3000)), Timestamp: r.Int64N(1 << 45)}
+		if r.IntN(3) == 0 {
+			rec.Key = nil
+		}
+		for range r.IntN(4) {
+			rec.Headers = append(rec.Headers, Header{Key: "h", Value: make([]byte, r.IntN(50))})
+		}
+		b := NewBuilder(BuilderOptions{})
+		first := Record{Timestamp: r.Int64N(1 << 45)}
+		for range r.IntN(300) {
+			b.Add(&first)
+		}
+		before := b.Size()
+		if !b.Add(&rec) {
+			t.Fatal("unbounded builder refused a record")
+		}
+		if got, bound := b.Size()-before, RecordSizeBound(&rec); got > bound {
+			t.Fatalf("record took %d bytes, bound %d", got, bound)
+		}
 	}
 }
