@@ -115,7 +115,6 @@ var zstdEncoders = sync.Pool{New: func() any {
 		// zstd's own xxhash saves time on both sides.
 		zstd.WithEncoderCRC(false),
 		zstd.WithZeroFrames(true),
-		zstd.WithLowerEncoderMem(true),
 		// Batches are at most a few MiB: a 64 KiB window (as franz-go
 		// uses) finds nearly the same matches and sets up much faster.
 		zstd.WithWindowSize(64<<10),
