@@ -77,22 +77,45 @@ func (a *app) seedBrokers() []string {
 }
 
 // connect returns the client for the command, dialing lazily on first
-// use. Without seed brokers it first starts the embedded cluster.
+// use. Without seed brokers it first starts the embedded cluster. With
+// them, it checks that some seed answers (see bootstrap).
 func (a *app) connect() (*riffle.Client, error) {
 	if a.client != nil {
 		return a.client, nil
 	}
+	if len(a.seedBrokers()) == 0 {
+		if err := a.startEmbedded(); err != nil {
+			return nil, err
+		}
+	}
 	a.dials = &dialTracker{}
-	opts := []riffle.Option{riffle.ClientID("riffle-cli"), riffle.RetryTimeout(a.timeout), riffle.WithHooks(a.dials)}
+	cl, err := a.newClient(riffle.WithHooks(a.dials))
+	if err != nil {
+		if errors.Is(err, riffle.ErrInvalidConfig) {
+			// Bad --brokers values are the only way to get here.
+			return nil, &usageError{err}
+		}
+		return nil, err
+	}
+	a.client = cl
+	if a.embedded == nil {
+		if err := a.bootstrap(cl); err != nil {
+			return nil, err
+		}
+	}
+	return cl, nil
+}
+
+// newClient returns a new client to the cluster of the command (the
+// embedded one if started), configured by the global flags.
+func (a *app) newClient(extra ...riffle.Option) (*riffle.Client, error) {
+	opts := []riffle.Option{riffle.ClientID("riffle-cli"), riffle.RetryTimeout(a.timeout)}
 	if a.log != nil {
 		opts = append(opts, riffle.Logger(a.log))
 	}
 	seeds := a.seedBrokers()
 	var tlsCfg *tls.Config
-	if len(seeds) == 0 {
-		if err := a.startEmbedded(); err != nil {
-			return nil, err
-		}
+	if a.embedded != nil {
 		seeds = a.embedded.Addrs()
 		tlsCfg = a.embedded.ClientTLS() // nil without --tls
 	} else if a.tlsEnabled() {
@@ -108,19 +131,11 @@ func (a *app) connect() (*riffle.Client, error) {
 	if a.saslMech != "" {
 		opts = append(opts, riffle.SASL(a.saslMechanism()))
 	}
-	cl, err := riffle.NewClient(opts...)
-	if err != nil {
-		if errors.Is(err, riffle.ErrInvalidConfig) {
-			// Bad --brokers values are the only way to get here.
-			return nil, &usageError{err}
-		}
-		return nil, err
-	}
-	if a.log != nil {
+	cl, err := riffle.NewClient(append(opts, extra...)...)
+	if err == nil && a.verbose {
 		a.log.Debug("riffle client created", "seeds", seeds, "tls", tlsCfg != nil, "sasl", a.saslMechanism(), "timeout", a.timeout)
 	}
-	a.client = cl
-	return cl, nil
+	return cl, err
 }
 
 // saslMechanism returns the SASL mechanism of the flags; it prints as

@@ -25,18 +25,22 @@ type consumeConfig struct {
 	topic      string
 	partitions []int32 // nil: all
 	from       string
+	back       int64  // --from -N: N (start N records before each partition's end); -1 otherwise
 	to         string // "", "end" or an offset
+	exitAtEnd  bool   // -e: --to end
 	count      int64  // 0: no limit
 	group      string
 	format     string
+	tmpl       recordTemplate // --format with % verbs
 	keySep     string
 }
 
 // Output formats of consume.
 const (
-	formatValue = "value"
-	formatKV    = "kv"
-	formatJSON  = "json"
+	formatValue    = "value"
+	formatKV       = "kv"
+	formatJSON     = "json"
+	formatTemplate = "template" // a format string with % verbs
 )
 
 // errStop is what the handler returns for a record past --to or --count:
@@ -53,28 +57,53 @@ func (a *app) consumeCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "consume TOPIC",
 		Short: "Print the records of a topic",
-		Long: `Print the records of TOPIC on stdout, one per line: the value (--format
-value), key and value separated by --key-separator (--format kv), or a JSON
-object with topic, partition, offset, timestamp, key, value and headers
-(--format json; keys and values that are not valid UTF-8 are base64, with
-"key_encoding" or "value_encoding" set to "base64"; null stays null).
+		Long: `Print the records of TOPIC on stdout, one per line, as --format says:
+
+  value   the value (the default)
+  kv      key, --key-separator (a tab by default), value; a null key prints
+          as nothing and an empty key as "" so the two can be told apart
+  json    an object with topic, partition, offset, timestamp, key, value and
+          headers (keys and values that are not valid UTF-8 are base64, with
+          "key_encoding" or "value_encoding" set to "base64"; null stays null)
+  FORMAT  a format string as kcat's -f, printed as is for each record (end
+          it with \n): %t topic, %p partition, %o offset, %k key, %s value,
+          %K key length and %S value length (-1 when null), %T timestamp in
+          ms, %h headers as k=v,k=v, %% a percent sign; \n \t \r \\
+          escapes. A null key or value prints as nothing (see %K, %S).
 
 Without --group riffle reads the partitions given by --partitions (default
-all) from --from: earliest (the default), latest, an offset, or an RFC 3339
-time (the first record at or after it). --to stops each partition before
-that offset ("end": the partition's end when consume starts) and --count
-stops after that many records in all; riffle exits when they are reached.
-Without either it follows the topic until Ctrl-C, then closes cleanly.
+all) from --from: earliest (the default), latest, an offset, -N (the last N
+records of each partition: N before its end when consume starts), or an RFC
+3339 time (the first record at or after it). --to stops each partition
+before that offset ("end", or -e: the partition's end when consume starts)
+and --count stops after that many records in all; riffle exits when they
+are reached. Without either it follows the topic until Ctrl-C, then closes
+cleanly.
 
 With --group riffle joins the consumer group and consumes the partitions
 the group assigns it, from the group's committed offsets (--from earliest or
 latest says where to start without one). The offsets of the printed records
 are committed as it goes and on exit, so the next run resumes after them.
 
+The short flags follow kcat: -o is --from (the start offset), -c --count,
+-e --to end, -K --key-separator (and --format kv), -f --format (also kcat
+format strings), -p --partitions, -G --group. Elsewhere in riffle -o is
+--output, the table or JSON choice of the commands that print tables;
+consume prints records, chosen with -f, so on consume -o keeps kcat's
+meaning, and "-o json" says so.
+
 Progress and a summary (records, records/s, last offset per partition) go
-to stderr. --timeout bounds the command only when given explicitly.`,
+to stderr. --timeout bounds the command only when given explicitly; when it
+ends a follow, that is a normal end (status 0). Ctrl-C ends any consume
+with status 130, after the summary (and, with --group, the final commit).`,
 		Example: `  # Everything in the topic so far, then exit
   riffle consume orders --to end
+
+  # The same, kcat style: from the beginning, exit at the end, key=value
+  riffle consume orders -o beginning -e -K =
+
+  # The last 10 records of each partition, with where they are
+  riffle consume orders -o -10 -e -f '%p/%o %k: %s\n'
 
   # Follow partitions 0 and 1 from now on, as JSON
   riffle consume orders --partitions 0,1 --from latest --format json
@@ -87,13 +116,15 @@ to stderr. --timeout bounds the command only when given explicitly.`,
 		Args: cobra.ExactArgs(1),
 	}
 	f := cmd.Flags()
-	f.Int32SliceVar(&cfg.partitions, "partitions", nil, "partitions to read, comma-separated (default all; not with --group)")
-	f.StringVar(&cfg.from, "from", "earliest", "where to start: earliest, latest, an offset or an RFC 3339 time (the library's riffle.OffsetReset defaults to latest instead)")
+	f.Int32SliceVarP(&cfg.partitions, "partitions", "p", nil, "read only the partitions of `LIST`, comma-separated (default: all; not with --group)")
+	f.StringVarP(&cfg.from, "from", "o", "earliest", "where to start: earliest, latest, an `OFFSET`, -N (N before each partition's end) or an RFC 3339 time (the library's riffle.OffsetReset defaults to latest instead)")
 	f.StringVar(&cfg.to, "to", "", "stop each partition before this `OFFSET`, or at its current end (end)")
-	f.Int64Var(&cfg.count, "count", 0, "stop after `N` records in all (default: no limit)")
-	f.StringVar(&cfg.group, "group", "", "consume as a member of consumer group `G`, committing offsets")
-	f.StringVar(&cfg.format, "format", formatValue, "output: value, kv or json")
-	f.StringVar(&cfg.keySep, "key-separator", "\t", "what separates key and value with --format kv")
+	f.BoolVarP(&cfg.exitAtEnd, "exit-at-end", "e", false, "stop each partition at its current end (same as --to end)")
+	f.Int64VarP(&cfg.count, "count", "c", 0, "stop after `N` records in all (default: no limit)")
+	f.StringVarP(&cfg.group, "group", "G", "", "consume as a member of consumer group `G`, committing offsets")
+	f.StringVarP(&cfg.format, "format", "f", formatValue, "what to print: value, kv, json or a `FORMAT` string such as '%k=%s\\n'")
+	f.StringVarP(&cfg.keySep, "key-separator", "K", "\t", "`SEP` between key and value in --format kv, which it selects when given alone")
+	defaultInUsage(f, "partitions")
 
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		cfg.topic = args[0]
@@ -114,12 +145,31 @@ to stderr. --timeout bounds the command only when given explicitly.`,
 // they ask for.
 func (c *consumeConfig) validate(cmd *cobra.Command) (riffle.StartOffset, riffle.ResetPolicy, error) {
 	var zero riffle.StartOffset
+	changed := cmd.Flags().Changed
+	if c.exitAtEnd {
+		if c.to != "" {
+			return zero, 0, usageErrorf("-e (--exit-at-end) is --to end: give one of them")
+		}
+		c.to = "end"
+	}
+	if changed("key-separator") && !changed("format") {
+		c.format = formatKV
+	}
+	if strings.Contains(c.format, "%") {
+		t, err := parseTemplate(c.format)
+		if err != nil {
+			return zero, 0, usageErrorf("--format %q: %v", c.format, err)
+		}
+		c.tmpl, c.format = t, formatTemplate
+	}
 	switch c.format = strings.ToLower(c.format); {
 	case c.topic == "":
 		return zero, 0, usageErrorf("the topic name is empty")
-	case c.format != formatValue && c.format != formatKV && c.format != formatJSON:
-		return zero, 0, usageErrorf("--format %q: want value, kv or json", c.format)
-	case c.count < 0 || (c.count == 0 && cmd.Flags().Changed("count")):
+	case c.format != formatValue && c.format != formatKV && c.format != formatJSON && c.format != formatTemplate:
+		return zero, 0, usageErrorf("--format %q: want value, kv, json or a format string with %%-verbs such as '%%k=%%s\\n'", c.format)
+	case changed("key-separator") && c.format != formatKV:
+		return zero, 0, usageErrorf("--key-separator goes with --format kv (a format string places the key itself: '%%k<SEP>%%s\\n')")
+	case c.count < 0 || (c.count == 0 && changed("count")):
 		return zero, 0, usageErrorf("--count must be positive, got %d", c.count)
 	}
 	seen := map[int32]bool{}
@@ -132,7 +182,7 @@ func (c *consumeConfig) validate(cmd *cobra.Command) (riffle.StartOffset, riffle
 		}
 		seen[p] = true
 	}
-	if cmd.Flags().Changed("partitions") && len(c.partitions) == 0 {
+	if changed("partitions") && len(c.partitions) == 0 {
 		return zero, 0, usageErrorf("--partitions is empty (omit it for all partitions)")
 	}
 	if c.to != "" && c.to != "end" {
@@ -140,16 +190,17 @@ func (c *consumeConfig) validate(cmd *cobra.Command) (riffle.StartOffset, riffle
 			return zero, 0, usageErrorf("--to %q: want an offset or end", c.to)
 		}
 	}
-	start, reset, symbolic, err := parseFrom(c.from)
+	start, reset, symbolic, back, err := parseFrom(c.from)
 	if err != nil {
 		return zero, 0, err
 	}
+	c.back = back
 	if c.group != "" {
 		switch {
 		case len(c.partitions) > 0:
 			return zero, 0, usageErrorf("--partitions cannot be used with --group: the group assigns the partitions")
 		case c.to != "":
-			return zero, 0, usageErrorf("--to cannot be used with --group (use --count)")
+			return zero, 0, usageErrorf("--to and -e cannot be used with --group (use --count)")
 		case !symbolic:
 			return zero, 0, usageErrorf("--from with --group takes earliest or latest: the group resumes from its committed offsets")
 		}
@@ -157,24 +208,33 @@ func (c *consumeConfig) validate(cmd *cobra.Command) (riffle.StartOffset, riffle
 	return start, reset, nil
 }
 
-// parseFrom parses --from; symbolic is true for earliest and latest.
-func parseFrom(s string) (start riffle.StartOffset, reset riffle.ResetPolicy, symbolic bool, err error) {
+// parseFrom parses --from; symbolic is true for earliest and latest, and
+// back is N for -N (start N records before the end), else -1.
+func parseFrom(s string) (start riffle.StartOffset, reset riffle.ResetPolicy, symbolic bool, back int64, err error) {
 	switch strings.ToLower(s) {
 	case "earliest", "beginning":
-		return riffle.AtEarliest(), riffle.ResetEarliest, true, nil
+		return riffle.AtEarliest(), riffle.ResetEarliest, true, -1, nil
 	case "latest", "end":
-		return riffle.AtLatest(), riffle.ResetLatest, true, nil
+		return riffle.AtLatest(), riffle.ResetLatest, true, -1, nil
 	}
 	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
-		if n < 0 {
-			return start, 0, false, usageErrorf("--from %d: offsets are not negative", n)
+		if strings.HasPrefix(s, "-") {
+			// N before the end; where that is depends on the
+			// partition, so consume resolves it. Should the log
+			// start past it by then, start at its beginning.
+			return riffle.AtLatest(), riffle.ResetEarliest, false, -n, nil
 		}
-		return riffle.AtOffset(n), riffle.ResetLatest, false, nil
+		return riffle.AtOffset(n), riffle.ResetLatest, false, -1, nil
 	}
 	if t, err := time.Parse(time.RFC3339, s); err == nil {
-		return riffle.AtTime(t), riffle.ResetLatest, false, nil
+		return riffle.AtTime(t), riffle.ResetLatest, false, -1, nil
 	}
-	return start, 0, false, usageErrorf("--from %q: want earliest, latest, an offset or an RFC 3339 time (2006-01-02T15:04:05Z)", s)
+	hint := ""
+	switch strings.ToLower(s) {
+	case formatValue, formatKV, formatJSON, "table":
+		hint = fmt.Sprintf(" (on consume -o is the start offset, as in kcat; the output format is -f/--format: -f %s)", strings.ToLower(s))
+	}
+	return start, 0, false, -1, usageErrorf("--from %q: want earliest, latest, an offset, -N (N before the end) or an RFC 3339 time (2006-01-02T15:04:05Z)%s", s, hint)
 }
 
 // consumeRun is the state of one consume command, shared by the handler
@@ -243,6 +303,12 @@ func (a *app) consume(cmd *cobra.Command, cl *riffle.Client, cfg *consumeConfig,
 		// progress, and a line redrawn under them would garble them.
 		prog.w = nil
 	}
+	starts := map[int32]riffle.StartOffset{}
+	if cfg.back >= 0 {
+		if starts, err = backFromEnd(setupCtx, cl, cfg.topic, parts, cfg.back); err != nil {
+			return err
+		}
+	}
 	if cfg.to != "" {
 		run.stopAt = map[int32]int64{}
 		if cfg.to == "end" {
@@ -299,7 +365,11 @@ func (a *app) consume(cmd *cobra.Command, cl *riffle.Client, cfg *consumeConfig,
 	if cfg.group == "" {
 		var as []riffle.Assignment
 		for _, p := range parts {
-			as = append(as, riffle.Assignment{TopicPartition: riffle.TopicPartition{Topic: cfg.topic, Partition: p}, Start: start})
+			st, ok := starts[p]
+			if !ok {
+				st = start
+			}
+			as = append(as, riffle.Assignment{TopicPartition: riffle.TopicPartition{Topic: cfg.topic, Partition: p}, Start: st})
 		}
 		if err := cs.Assign(as...); err != nil {
 			cs.Close(context.Background())
@@ -334,11 +404,41 @@ func (a *app) consume(cmd *cobra.Command, cl *riffle.Client, cfg *consumeConfig,
 		return fmt.Errorf("closing the consumer: %w", closeErr)
 	case run.failures() > 0:
 		return errReported
+	case !done && a.interrupted() != nil:
+		// Ctrl-C: a normal way to stop following, but the status says
+		// the command was stopped (130), as for produce.
+		return fmt.Errorf("stopped after %d records: %w", run.seen.Load(), ctx.Err())
 	case !done && (cfg.count > 0 || run.stopAt != nil):
 		// Asked for an end that was not reached.
 		return fmt.Errorf("stopped after %d records: %w", run.seen.Load(), context.Cause(ctx))
 	}
 	return nil
+}
+
+// backFromEnd returns, for each partition, the offset n records before
+// its end (not before its start).
+func backFromEnd(ctx context.Context, cl *riffle.Client, topic string, parts []int32, n int64) (map[int32]riffle.StartOffset, error) {
+	bounds := map[int32][2]int64{}
+	for i, ts := range []int64{riffle.OffsetEarliest, riffle.OffsetLatest} {
+		offs, err := cl.Admin().ListOffsets(ctx, ts, topic)
+		if err != nil {
+			return nil, fmt.Errorf("listing the offsets of %q: %w", topic, err)
+		}
+		for _, o := range offs {
+			if o.Err != nil {
+				return nil, fmt.Errorf("offsets of %s[%d]: %w", topic, o.Partition, o.Err)
+			}
+			b := bounds[o.Partition]
+			b[i] = o.Offset
+			bounds[o.Partition] = b
+		}
+	}
+	out := map[int32]riffle.StartOffset{}
+	for _, p := range parts {
+		b := bounds[p]
+		out[p] = riffle.AtOffset(max(b[0], b[1]-n))
+	}
+	return out, nil
 }
 
 // dropStopped removes the *riffle.StoppedPartitionsError from an error
@@ -489,12 +589,26 @@ func (r *consumeRun) write(rec *riffle.Record) error {
 	switch r.cfg.format {
 	case formatJSON:
 		return r.enc.Encode(toRecordJSON(rec))
+	case formatTemplate:
+		return r.cfg.tmpl.write(r.out, rec)
 	case formatKV:
-		r.out.Write(rec.Key)
+		writeKey(r.out, rec.Key)
 		r.out.WriteString(r.cfg.keySep)
 	}
 	r.out.Write(rec.Value)
 	return r.out.WriteByte('\n')
+}
+
+// writeKey prints a key for --format kv: a null key as nothing, an empty
+// one as "", so that the two can be told apart.
+func writeKey(w *bufio.Writer, key []byte) {
+	switch {
+	case key == nil:
+	case len(key) == 0:
+		w.WriteString(`""`)
+	default:
+		w.Write(key)
+	}
 }
 
 // summary prints what was consumed: totals, then per partition the records

@@ -180,16 +180,15 @@ func TestConsumeUsageErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"consume"}, "accepts 1 arg(s), received 0"},
-		{[]string{"consume", "t", "--format", "yaml"}, `--format "yaml": want value, kv or json`},
-		{[]string{"consume", "t", "--from", "yesterday"}, `--from "yesterday": want earliest, latest, an offset or an RFC 3339 time`},
-		{[]string{"consume", "t", "--from", "-4"}, "offsets are not negative"},
+		{[]string{"consume", "t", "--format", "yaml"}, `--format "yaml": want value, kv, json or a format string`},
+		{[]string{"consume", "t", "--from", "yesterday"}, `--from "yesterday": want earliest, latest, an offset, -N (N before the end) or an RFC 3339 time`},
 		{[]string{"consume", "t", "--to", "x"}, `--to "x": want an offset or end`},
 		{[]string{"consume", "t", "--count", "0"}, "--count must be positive"},
 		{[]string{"consume", "t", "--partitions", "1,x"}, `invalid argument "1,x"`},
 		{[]string{"consume", "t", "--partitions", "1,1"}, "--partitions: 1 given twice"},
 		{[]string{"consume", "t", "--partitions", "-1"}, "--partitions: -1 is negative"},
 		{[]string{"consume", "t", "--group", "g", "--partitions", "1"}, "--partitions cannot be used with --group"},
-		{[]string{"consume", "t", "--group", "g", "--to", "5"}, "--to cannot be used with --group"},
+		{[]string{"consume", "t", "--group", "g", "--to", "5"}, "--to and -e cannot be used with --group"},
 		{[]string{"consume", "t", "--group", "g", "--from", "12"}, "--from with --group takes earliest or latest"},
 	} {
 		r := runRiffle(t, append([]string{"--brokers", dead, "--timeout", "5s"}, tc.args...)...)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -177,9 +176,9 @@ last three steps use topics of their own, which they delete when done.`,
   riffle --brokers localhost:9092 demo`,
 		Args: cobra.NoArgs,
 	}
-	cmd.Flags().StringVar(&d.topic, "topic", "riffle-demo", "topic to create")
-	cmd.Flags().Int32VarP(&d.partitions, "partitions", "p", 6, "partitions of the topic")
-	cmd.Flags().Int16VarP(&d.replication, "replication", "r", 0, "replication factor (0: up to 3, as many as there are brokers)")
+	cmd.Flags().StringVar(&d.topic, "topic", "riffle-demo", "`TOPIC` to create")
+	cmd.Flags().Int32VarP(&d.partitions, "partitions", "p", 6, "number `N` of partitions of the topic")
+	cmd.Flags().Int16VarP(&d.replication, "replication", "r", 0, "replication factor `N` (0: up to 3, as many as there are brokers)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if d.topic == "" {
 			return usageErrorf("--topic is empty")
@@ -196,7 +195,8 @@ last three steps use topics of their own, which they delete when done.`,
 		}
 		d.client = cl
 		d.raw, d.tty = a.stdout, isTerminal(a.stdout)
-		d.newClient, d.timeout = a.newClient, a.timeout
+		d.newClient = func() (*riffle.Client, error) { return a.newClient() }
+		d.timeout = a.timeout
 		return runDemo(a.context(), a.stdout, d, demoSteps())
 	}
 	return cmd
@@ -766,32 +766,4 @@ func waitFor(ctx context.Context, max time.Duration, cond func() bool) bool {
 		}
 	}
 	return true
-}
-
-// newClient returns a new client to the cluster riffle is connected to,
-// configured like the command's own (connect must have run).
-func (a *app) newClient() (*riffle.Client, error) {
-	opts := []riffle.Option{riffle.ClientID("riffle-cli"), riffle.RetryTimeout(a.timeout)}
-	if a.log != nil {
-		opts = append(opts, riffle.Logger(a.log))
-	}
-	seeds := a.seedBrokers()
-	var tlsCfg *tls.Config
-	if a.embedded != nil {
-		seeds = a.embedded.Addrs()
-		tlsCfg = a.embedded.ClientTLS()
-	} else if a.tlsEnabled() {
-		var err error
-		if tlsCfg, err = a.tlsConfig(); err != nil {
-			return nil, err
-		}
-	}
-	opts = append(opts, riffle.SeedBrokers(seeds...))
-	if tlsCfg != nil {
-		opts = append(opts, riffle.DialTLS(tlsCfg))
-	}
-	if a.saslMech != "" {
-		opts = append(opts, riffle.SASL(a.saslMechanism()))
-	}
-	return riffle.NewClient(opts...)
 }

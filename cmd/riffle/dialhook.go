@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -37,24 +35,19 @@ func (d *dialTracker) OnBrokerConnect(b riffle.BrokerInfo, _ time.Duration, err 
 	d.last[b.Addr] = err
 }
 
-// failures describes the addresses whose last connection attempt failed,
-// sorted by address; "" if none did.
+// failures describes the addresses whose last connection attempt failed
+// the way unreachable errors are (see groupReasons); "" if none did.
 func (d *dialTracker) failures() string {
 	if d == nil {
 		return ""
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	var out []string
+	var out []riffle.AddrError
 	for addr, err := range d.last {
 		if err != nil {
-			msg := errText(err)
-			if !strings.HasPrefix(msg, addr) {
-				msg = addr + ": " + msg
-			}
-			out = append(out, msg)
+			out = append(out, riffle.AddrError{Addr: addr, NodeID: -1, Err: err})
 		}
 	}
-	slices.Sort(out)
-	return strings.Join(out, "; ")
+	return groupReasons(out)
 }

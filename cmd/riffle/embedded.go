@@ -16,10 +16,25 @@ const (
 
 // startEmbedded starts an in-process cluster for this invocation (closed by
 // app.close) and says so on stderr, since whatever the command does to it
-// is gone when riffle exits. The cluster follows the security flags: --tls
-// gives it a throwaway CA the client trusts, and --sasl-* gives it that
-// user, so the TLS and SASL code paths can be tried without a real Kafka.
+// is gone when riffle exits.
 func (a *app) startEmbedded() error {
+	opts, with := a.embeddedOptions()
+	c, err := rifftest.Start(opts...)
+	if err != nil {
+		return fmt.Errorf("starting the embedded cluster: %w", err)
+	}
+	a.embedded = c
+	fmt.Fprintf(a.stderr, "riffle: no --brokers given; started an embedded %d-broker cluster%s at %s\n",
+		embeddedBrokers, with, strings.Join(c.Addrs(), ","))
+	return nil
+}
+
+// embeddedOptions are the options of the embedded cluster, and how they
+// read after "cluster" (" with TLS", or ""). The cluster follows the
+// security flags: --tls gives it a throwaway CA the client trusts, and
+// --sasl-* gives it that user, so the TLS and SASL code paths can be
+// tried without a real Kafka.
+func (a *app) embeddedOptions() ([]rifftest.Option, string) {
 	opts := []rifftest.Option{
 		rifftest.Brokers(embeddedBrokers),
 		rifftest.Topic(embeddedTopic, embeddedPartitions),
@@ -33,16 +48,9 @@ func (a *app) startEmbedded() error {
 		opts = append(opts, rifftest.SASL(string(a.saslMech), a.saslUser, a.saslPassword))
 		extras = append(extras, fmt.Sprintf("SASL/%s user %q", a.saslMech, a.saslUser))
 	}
-	c, err := rifftest.Start(opts...)
-	if err != nil {
-		return fmt.Errorf("starting the embedded cluster: %w", err)
-	}
-	a.embedded = c
 	with := ""
 	if len(extras) > 0 {
 		with = " with " + strings.Join(extras, " and ")
 	}
-	fmt.Fprintf(a.stderr, "riffle: no --brokers given; started an embedded %d-broker cluster%s at %s\n",
-		embeddedBrokers, with, strings.Join(c.Addrs(), ","))
-	return nil
+	return opts, with
 }

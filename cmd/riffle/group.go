@@ -408,8 +408,8 @@ stop its consumers first, or riffle exits with status 1.`,
   riffle group reset orders-service --to 1500 --topic orders -o json`,
 		Args: cobra.ExactArgs(1),
 	}
-	cmd.Flags().StringVar(&to, "to", "", "target: earliest, latest, an offset or an RFC 3339 time (required)")
-	cmd.Flags().StringSliceVarP(&topics, "topic", "t", nil, "topic to reset (repeatable; default: every topic the group has offsets for)")
+	cmd.Flags().StringVar(&to, "to", "", "where to reset to, the `TARGET`: earliest, latest, an offset or an RFC 3339 time (required)")
+	cmd.Flags().StringSliceVarP(&topics, "topic", "t", nil, "`TOPIC` to reset (repeatable; default: every topic the group has offsets for)")
 	cmd.Flags().BoolVar(&execute, "execute", false, "commit the new offsets (default: dry run)")
 	output := addOutputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {

@@ -1,7 +1,9 @@
 // Command riffle is a command-line Kafka client built on Riffle: it
-// describes clusters and topics, creates and deletes topics, and runs a
-// demo. Without --brokers (or RIFFLE_BROKERS) it starts an embedded
-// in-process cluster, so every command works with nothing installed.
+// describes clusters and topics, creates and deletes topics, produces and
+// consumes records, manages consumer groups, serves an embedded cluster and
+// runs a demo. Without --brokers (or RIFFLE_BROKERS) a command starts an
+// embedded in-process cluster, so every command works with nothing
+// installed.
 package main
 
 import (
@@ -13,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -26,6 +29,11 @@ const (
 	exitOK    = 0 // the command did what it was asked
 	exitFail  = 1 // the operation failed (unreachable cluster, broker error, ...)
 	exitUsage = 2 // bad flags or arguments
+	// A command stopped by a signal exits with 128 + the signal number,
+	// as a process killed by it would: 130 for SIGINT (Ctrl-C), 143 for
+	// SIGTERM. It still cleans up first (produce delivers what it
+	// buffered, consume commits, serve stops its cluster).
+	exitSignal = 128
 )
 
 // Environment variables read by riffle.
@@ -43,12 +51,48 @@ func main() {
 // environment (RIFFLE_BROKERS, RIFFLE_SASL_PASSWORD) and stops on SIGINT
 // or SIGTERM.
 func run(args []string, stdout, stderr io.Writer) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	// After the first signal, let a second one kill the process the
-	// default way in case shutting down hangs.
-	context.AfterFunc(ctx, stop)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		select {
+		case s := <-sigs:
+			// Let a second signal kill the process the default way
+			// in case shutting down hangs.
+			signal.Stop(sigs)
+			cancel(&signalError{s})
+		case <-ctx.Done():
+		}
+	}()
+	return runIn(ctx, args, stdout, stderr)
+}
 
+// signalError is the cause of the context of a command stopped by a
+// signal.
+type signalError struct{ sig os.Signal }
+
+func (e *signalError) Error() string { return "interrupted by " + e.name() }
+
+func (e *signalError) name() string {
+	if e.sig == syscall.SIGTERM {
+		return "SIGTERM"
+	}
+	return "SIGINT"
+}
+
+// exitCode is 128 + the signal number, as for a process the signal killed.
+func (e *signalError) exitCode() int {
+	if s, ok := e.sig.(syscall.Signal); ok {
+		return exitSignal + int(s)
+	}
+	return exitSignal + int(syscall.SIGINT)
+}
+
+// runIn is run with the context a signal cancels (with a *signalError
+// cause): tests call it to interrupt a command.
+func runIn(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	a := &app{stdout: stdout, stderr: stderr, getenv: os.Getenv, baseCtx: ctx}
 	defer a.close()
 	root := a.rootCmd()
@@ -69,7 +113,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 type app struct {
 	stdout, stderr io.Writer
 	getenv         func(string) string
-	baseCtx        context.Context // cancelled by SIGINT/SIGTERM
+	baseCtx        context.Context // cancelled by SIGINT/SIGTERM, with a *signalError cause
 
 	// Global flags.
 	brokers      []string
@@ -90,11 +134,12 @@ type app struct {
 	validated bool
 	ctx       context.Context // baseCtx bounded by --timeout
 	cancel    context.CancelFunc
-	log       *slog.Logger // nil unless --verbose
+	log       *slog.Logger // the client's: debug to stderr with --verbose, else warnings (see cliLogHandler)
 
 	embedded *rifftest.Cluster
 	client   *riffle.Client
 	dials    *dialTracker // connection failures, to explain timeouts
+	logQuiet atomic.Bool  // drop the library's "metadata refresh failed" warning (see cliLogHandler)
 }
 
 func (a *app) rootCmd() *cobra.Command {
@@ -102,13 +147,18 @@ func (a *app) rootCmd() *cobra.Command {
 		Use:   "riffle",
 		Short: "A Kafka command-line client built on Riffle",
 		Long: `riffle inspects and manages Kafka clusters: it describes the cluster and
-its topics, creates and deletes topics, and runs a guided demo.
+its topics (cluster, topic), creates and deletes topics, writes and reads
+records (produce, consume), lists, describes, resets and deletes consumer
+groups and shows their lag (group), runs an embedded cluster until Ctrl-C
+(serve) and gives a guided tour (demo).
 
 Brokers come from --brokers or, failing that, the RIFFLE_BROKERS environment
 variable (comma-separated host:port; the port defaults to 9092). With
 neither, riffle starts an embedded 3-broker cluster in the process, with a
 topic "demo" of 6 partitions, and stops it when the command ends: handy for
-trying riffle out, useless for keeping data.
+trying riffle out, useless for keeping data. To keep one cluster across
+commands, run "riffle serve" in another terminal and export the
+RIFFLE_BROKERS line it prints.
 
 Every command is bounded by --timeout (produce and consume only when it is
 given explicitly: they run until done or Ctrl-C) and stops on Ctrl-C. Prefer the
@@ -116,10 +166,19 @@ RIFFLE_SASL_PASSWORD environment variable to --sasl-password, which other
 users of the machine can see in the process list.
 
 Exit status: 0 on success, 1 when the operation failed (the error is
-printed as "riffle: ..." on stderr), 2 on a usage error (bad flags or
-arguments).`,
+printed as "riffle: ..." on stderr; a cluster none of whose addresses
+answers, every one refusing the connection or not resolving, fails within
+about a second, naming each address and why), 2 on a usage error (bad
+flags or arguments, an invalid broker address), 130 when Ctrl-C (SIGINT)
+stopped the command and 143 for SIGTERM, as shells expect, whatever the
+command: a consume following a topic, a produce reading stdin, serve.
+Interrupted commands still finish cleanly and print their summary.`,
 		Example: `  # Try it out against an embedded cluster
   riffle demo
+
+  # One embedded cluster for many commands: serve it, then in another shell
+  riffle serve
+  export RIFFLE_BROKERS=127.0.0.1:40123,127.0.0.1:40124,127.0.0.1:40125
 
   # Describe a real cluster
   riffle --brokers kafka-1:9092,kafka-2:9092 cluster
@@ -134,8 +193,9 @@ arguments).`,
 		SilenceUsage:      true,
 		PersistentPreRunE: a.setup,
 	}
+	root.SetFlagErrorFunc(flagError)
 	f := root.PersistentFlags()
-	f.StringSliceVar(&a.brokers, "brokers", nil, "seed brokers, comma-separated host:port (env "+envBrokers+"; none: start an embedded cluster)")
+	f.StringSliceVar(&a.brokers, "brokers", nil, "seed brokers, a comma-separated `HOST:PORT` list (env "+envBrokers+"; none: start an embedded cluster)")
 	f.DurationVar(&a.timeout, "timeout", 30*time.Second, "time limit for the whole command")
 	f.Var(&a.saslMech, "sasl-mechanism", "SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
 	f.StringVar(&a.saslUser, "sasl-user", "", "SASL user name")
@@ -150,6 +210,7 @@ arguments).`,
 	root.AddCommand(a.clusterCmd(), a.topicCmd(), a.demoCmd())
 	root.AddCommand(a.consumerGroupCmd())
 	root.AddCommand(a.produceCmd(), a.consumeCmd())
+	root.AddCommand(a.serveCmd())
 	return root
 }
 
@@ -167,6 +228,8 @@ func (a *app) setup(cmd *cobra.Command, _ []string) error {
 	}
 	if a.verbose {
 		a.log = slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	} else {
+		a.log = slog.New(&cliLogHandler{quiet: &a.logQuiet})
 	}
 	a.ctx, a.cancel = context.WithTimeout(a.baseCtx, a.timeout)
 	a.validated = true
@@ -228,17 +291,33 @@ func (a *app) exitCode(cmd *cobra.Command, err error) int {
 		fmt.Fprintf(a.stderr, "Run '%s --help' for usage.\n", path)
 		return exitUsage
 	}
-	if errors.Is(err, errReported) {
-		return exitFail
+	code := exitFail
+	if se := a.interrupted(); se != nil {
+		code = se.exitCode()
 	}
-	fmt.Fprintf(a.stderr, "riffle: %s\n", a.describeFailure(err))
-	return exitFail
+	if !errors.Is(err, errReported) {
+		fmt.Fprintf(a.stderr, "riffle: %s\n", a.describeFailure(err))
+	}
+	return code
+}
+
+// interrupted returns the signal that stopped the command, if one did.
+func (a *app) interrupted() *signalError {
+	var se *signalError
+	if a.baseCtx != nil && errors.As(context.Cause(a.baseCtx), &se) {
+		return se
+	}
+	return nil
 }
 
 // describeFailure renders an operation error for humans: it says why the
 // command stopped early and drops the package prefix some errors carry.
 func (a *app) describeFailure(err error) string {
-	msg := errText(err)
+	var be *bootstrapError
+	if errors.As(err, &be) {
+		return be.Error()
+	}
+	msg := unreachableText(err)
 	if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 		return msg
 	}
@@ -248,8 +327,13 @@ func (a *app) describeFailure(err error) string {
 		msg += "; last connection errors: " + f
 	}
 	switch {
-	case a.baseCtx.Err() != nil:
-		return "interrupted: " + msg
+	case a.interrupted() != nil:
+		// Saying it was interrupted says all the context error does.
+		how := "interrupted"
+		if a.interrupted().sig == syscall.SIGTERM {
+			how = "terminated"
+		}
+		return how + ": " + strings.TrimSuffix(msg, ": "+context.Canceled.Error())
 	case a.timedOut():
 		return fmt.Sprintf("timed out after %v (--timeout): %s", a.timeout, msg)
 	}

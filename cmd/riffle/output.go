@@ -35,7 +35,7 @@ func (o *outputFormat) Set(s string) error {
 // addOutputFlag adds -o/--output to cmd and returns where it lands.
 func addOutputFlag(cmd *cobra.Command) *outputFormat {
 	o := outputTable
-	cmd.Flags().VarP(&o, "output", "o", "output format: table or json")
+	cmd.Flags().VarP(&o, "output", "o", "print a table or json (`FORMAT`)")
 	return &o
 }
 

@@ -29,6 +29,9 @@ type produceConfig struct {
 	file   string // "-" is stdin
 	keySep string // "" : no key
 
+	headerArgs []string        // --header KEY=VALUE
+	headers    []riffle.Header // parsed, added to every record
+
 	// A generated load instead (count > 0).
 	count int64
 	size  int
@@ -53,7 +56,12 @@ func (a *app) produceCmd() *cobra.Command {
 one record; with --key-separator, a line is split into key and value at the
 first separator (a line without it gets a null key). With --count, riffle
 generates the records instead: --size bytes of value each, keyed by --keys
-distinct keys if given, at --rate records/s if given.
+distinct keys if given, at --rate records/s if given. Every --header
+KEY=VALUE is added to every record.
+
+The short flags follow kcat where they mean the same: -K is
+--key-separator, -H --header, -p --partition. -f is --file (kcat takes
+files as arguments).
 
 Progress (records, MB, records/s) is shown on stderr, redrawn in place when
 stderr is a terminal, and a summary follows: records written and failed,
@@ -66,9 +74,14 @@ partition instead of letting the partitioner choose.
 
 The command runs until the input ends (or the --count records are written),
 or until Ctrl-C; --timeout bounds it only when given explicitly. If any
-record failed, the first errors are printed and riffle exits with status 1.`,
+record failed, the first errors are printed and riffle exits with status 1.
+Ctrl-C stops reading, delivers the records already read, prints the summary
+and exits with status 130.`,
 		Example: `  # One record per line, "key:value"
   printf 'alice:hello\nbob:world\n' | riffle produce greetings --key-separator :
+
+  # The same, kcat style, with two headers on every record
+  printf 'alice:hello\nbob:world\n' | riffle produce greetings -K : -H source=cli -H v=2
 
   # A load test: 100,000 records of 1 KiB over 1,000 keys, zstd, acks=1
   riffle produce bench --count 100000 --size 1024 --keys 1000 --compression zstd --acks 1
@@ -78,16 +91,18 @@ record failed, the first errors are printed and riffle exits with status 1.`,
 		Args: cobra.ExactArgs(1),
 	}
 	f := cmd.Flags()
-	f.StringVarP(&cfg.file, "file", "f", "-", "read records from this file, one per line (- is stdin)")
-	f.StringVar(&cfg.keySep, "key-separator", "", "split each line into key and value at the first `SEP` (default: no key)")
+	f.StringVarP(&cfg.file, "file", "f", "-", "read records from `FILE`, one per line (- is stdin)")
+	f.StringVarP(&cfg.keySep, "key-separator", "K", "", "split each line into key and value at the first `SEP` (default: no key)")
+	f.StringArrayVarP(&cfg.headerArgs, "header", "H", nil, "add header `KEY=VALUE` to every record (repeatable)")
 	f.Int64Var(&cfg.count, "count", 0, "generate `N` records instead of reading lines")
 	f.IntVar(&cfg.size, "size", 100, "value size of generated records, in `BYTES` (with --count)")
 	f.IntVar(&cfg.keys, "keys", 0, "cycle through `K` distinct keys in generated records (with --count; default: no keys)")
 	f.Float64Var(&cfg.rate, "rate", 0, "produce at most `R` records/s (default: as fast as possible)")
-	f.StringVar(&cfg.compression, "compression", "none", "batch compression: none, gzip, snappy, lz4 or zstd")
+	f.StringVar(&cfg.compression, "compression", "none", "batch `CODEC`: none, gzip, snappy, lz4 or zstd")
 	f.StringVar(&cfg.acks, "acks", "all", "acknowledgements: all, 1 or 0 (1 and 0 turn idempotence off)")
 	f.DurationVar(&cfg.linger, "linger", 5*time.Millisecond, "how long a batch may wait for more records")
-	f.Int32Var(&cfg.partition, "partition", -1, "write every record to partition `P` (default: the partitioner decides)")
+	f.Int32VarP(&cfg.partition, "partition", "p", -1, "write every record to partition `P` (default: the partitioner decides)")
+	defaultInUsage(f, "partition")
 
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		cfg.topic = args[0]
@@ -192,6 +207,13 @@ func (c *produceConfig) validate(cmd *cobra.Command) error {
 		return usageErrorf("--key-separator is empty")
 	case c.file == "":
 		return usageErrorf("--file is empty (use - for stdin)")
+	}
+	for _, h := range c.headerArgs {
+		k, v, ok := strings.Cut(h, "=")
+		if !ok || k == "" {
+			return usageErrorf("--header %q: want KEY=VALUE", h)
+		}
+		c.headers = append(c.headers, riffle.Header{Key: k, Value: []byte(v)})
 	}
 	return nil
 }
@@ -391,7 +413,7 @@ func (s *produceStats) done(unit string, seq int64, r *riffle.Record, start time
 	}
 	s.failed++
 	if len(s.firstErrs) < maxErrorsShown {
-		s.firstErrs = append(s.firstErrs, fmt.Sprintf("%s %d: %s", unit, seq, errText(err)))
+		s.firstErrs = append(s.firstErrs, fmt.Sprintf("%s %d: %s", unit, seq, unreachableText(err)))
 	}
 	if fatalProduceError(err) {
 		s.fatal.CompareAndSwap(nil, &err)
@@ -463,6 +485,9 @@ func produceRecords(ctx context.Context, cl *riffle.Client, cfg *produceConfig, 
 		}
 		if cfg.partition >= 0 {
 			r.Partition = cfg.partition
+		}
+		if len(cfg.headers) > 0 {
+			r.Headers = cfg.headers
 		}
 		t0 := time.Now()
 		p.Produce(ctx, r, func(r *riffle.Record, err error) { stats.done(unit, seq, r, t0, err) })

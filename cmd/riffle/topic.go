@@ -401,9 +401,10 @@ Each topic is reported on its own line: created ones on stdout, failures
   riffle topic create compacted -p 1 --config cleanup.policy=compact --config min.compaction.lag.ms=60000`,
 		Args: cobra.MinimumNArgs(1),
 	}
-	cmd.Flags().Int32VarP(&partitions, "partitions", "p", -1, "number of partitions, -1 for the broker default")
-	cmd.Flags().Int16VarP(&replication, "replication", "r", -1, "replication factor, -1 for the broker default")
-	cmd.Flags().StringArrayVarP(&configs, "config", "c", nil, "topic config as key=value (repeatable)")
+	cmd.Flags().Int32VarP(&partitions, "partitions", "p", -1, "number `N` of partitions (default: the broker's num.partitions)")
+	cmd.Flags().Int16VarP(&replication, "replication", "r", -1, "replication factor `N`, replicas per partition (default: the broker's default.replication.factor)")
+	cmd.Flags().StringArrayVarP(&configs, "config", "c", nil, "topic config `KEY=VALUE` (repeatable)")
+	defaultInUsage(cmd.Flags(), "partitions", "replication")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		names, err := uniqueTopics(args)
 		if err != nil {
