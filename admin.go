@@ -343,24 +343,11 @@ func (a *Admin) ListOffsets(ctx context.Context, timestamp int64, topics ...stri
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				req := kmsg.NewPtrListOffsetsRequest()
-				req.ReplicaID = -1
-				idx := map[string]int{}
-				for _, x := range tps {
-					i, ok := idx[x.t]
-					if !ok {
-						i = len(req.Topics)
-						idx[x.t] = i
-						rt := kmsg.NewListOffsetsRequestTopic()
-						rt.Topic = x.t
-						req.Topics = append(req.Topics, rt)
-					}
-					rp := kmsg.NewListOffsetsRequestTopicPartition()
-					rp.Partition = x.p
-					rp.Timestamp = timestamp
-					rp.CurrentLeaderEpoch = -1
-					req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+				qs := make([]offsetsQuery, len(tps))
+				for i, x := range tps {
+					qs[i] = offsetsQuery{topic: x.t, partition: x.p, timestamp: timestamp, leaderEpoch: -1}
 				}
+				req := listOffsetsRequest(qs, ReadUncommitted)
 				resp, err := cl.Request(ctx, leader, cluster.ClassOther, req)
 				mu.Lock()
 				defer mu.Unlock()
@@ -479,16 +466,13 @@ func (a *Admin) AlterTopicConfigs(ctx context.Context, changes ...AlterConfig) (
 	idx := map[string]int{}
 	var topics []string
 	for _, ch := range changes {
-		i, ok := idx[ch.Topic]
-		if !ok {
-			i = len(req.Resources)
-			idx[ch.Topic] = i
+		r := topicEntry(&req.Resources, idx, ch.Topic, func(name string) kmsg.IncrementalAlterConfigsRequestResource {
 			r := kmsg.NewIncrementalAlterConfigsRequestResource()
 			r.ResourceType = kmsg.ConfigResourceTypeTopic
-			r.ResourceName = ch.Topic
-			req.Resources = append(req.Resources, r)
-			topics = append(topics, ch.Topic)
-		}
+			r.ResourceName = name
+			topics = append(topics, name)
+			return r
+		})
 		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
 		c.Name = ch.Name
 		c.Value = ch.Value
@@ -496,7 +480,7 @@ func (a *Admin) AlterTopicConfigs(ctx context.Context, changes ...AlterConfig) (
 		if ch.Value == nil {
 			c.Op = kmsg.IncrementalAlterConfigOpDelete
 		}
-		req.Resources[i].Configs = append(req.Resources[i].Configs, c)
+		r.Configs = append(r.Configs, c)
 	}
 	resp, err := a.c.cl.RequestAny(ctx, req)
 	if err != nil {

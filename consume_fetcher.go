@@ -318,33 +318,27 @@ func (f *fetcher) request(plan fetch.Plan, maxBytes int64) *kmsg.FetchRequest {
 	req.SessionEpoch = plan.SessionEpoch
 	idx := map[string]int{}
 	for _, w := range plan.Send {
-		i, ok := idx[w.Topic]
-		if !ok {
-			i = len(req.Topics)
-			idx[w.Topic] = i
+		t := topicEntry(&req.Topics, idx, w.Topic, func(name string) kmsg.FetchRequestTopic {
 			t := kmsg.NewFetchRequestTopic()
-			t.Topic = w.Topic
-			req.Topics = append(req.Topics, t)
-		}
+			t.Topic = name
+			return t
+		})
 		p := kmsg.NewFetchRequestTopicPartition()
 		p.Partition = w.Partition
 		p.FetchOffset = w.Offset
 		p.PartitionMaxBytes = w.MaxBytes
 		p.CurrentLeaderEpoch = w.LeaderEpoch // KIP-320: a stale view is fenced
 		p.LogStartOffset = -1
-		req.Topics[i].Partitions = append(req.Topics[i].Partitions, p)
+		t.Partitions = append(t.Partitions, p)
 	}
 	fidx := map[string]int{}
 	for _, tp := range plan.Forget {
-		i, ok := fidx[tp.Topic]
-		if !ok {
-			i = len(req.ForgottenTopics)
-			fidx[tp.Topic] = i
+		t := topicEntry(&req.ForgottenTopics, fidx, tp.Topic, func(name string) kmsg.FetchRequestForgottenTopic {
 			t := kmsg.NewFetchRequestForgottenTopic()
-			t.Topic = tp.Topic
-			req.ForgottenTopics = append(req.ForgottenTopics, t)
-		}
-		req.ForgottenTopics[i].Partitions = append(req.ForgottenTopics[i].Partitions, tp.Partition)
+			t.Topic = name
+			return t
+		})
+		t.Partitions = append(t.Partitions, tp.Partition)
 	}
 	return req
 }

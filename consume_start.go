@@ -203,34 +203,19 @@ func isRetriable(err error) bool {
 // the offset per partition answered, the error per partition that failed,
 // and an error for the whole request.
 func (cs *Consumer) listOffsets(ctx context.Context, leader int32, ts int64, items []resolveItem) (map[*cpart]int64, map[*cpart]error, error) {
-	req := kmsg.NewPtrListOffsetsRequest()
-	req.ReplicaID = -1
-	if cs.cfg.isolation == ReadCommitted {
-		req.IsolationLevel = 1
-	}
 	type tp struct {
 		t string
 		p int32
 	}
 	byTP := make(map[tp]*cpart, len(items))
-	idx := map[string]int{}
-	for _, it := range items {
+	qs := make([]offsetsQuery, len(items))
+	for i, it := range items {
 		t := it.p.tp
 		byTP[tp{t.Topic, t.Partition}] = it.p
-		i, ok := idx[t.Topic]
-		if !ok {
-			i = len(req.Topics)
-			idx[t.Topic] = i
-			rt := kmsg.NewListOffsetsRequestTopic()
-			rt.Topic = t.Topic
-			req.Topics = append(req.Topics, rt)
-		}
-		rp := kmsg.NewListOffsetsRequestTopicPartition()
-		rp.Partition = t.Partition
-		rp.Timestamp = ts
-		rp.CurrentLeaderEpoch = it.leaderEpoch // KIP-320: the broker fences a stale view
-		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+		// KIP-320: the broker fences a stale view of the leader.
+		qs[i] = offsetsQuery{topic: t.Topic, partition: t.Partition, timestamp: ts, leaderEpoch: it.leaderEpoch}
 	}
+	req := listOffsetsRequest(qs, cs.cfg.isolation)
 	resp, err := cs.cl.Request(ctx, leader, cluster.ClassOther, req)
 	if err != nil {
 		return nil, nil, err

@@ -96,19 +96,16 @@ func (cs *Consumer) checkPositions(leader int32, items []checkItem) {
 	req.ReplicaID = -1
 	idx := map[string]int{}
 	for _, it := range items {
-		i, ok := idx[it.p.tp.Topic]
-		if !ok {
-			i = len(req.Topics)
-			idx[it.p.tp.Topic] = i
+		rt := topicEntry(&req.Topics, idx, it.p.tp.Topic, func(name string) kmsg.OffsetForLeaderEpochRequestTopic {
 			rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
-			rt.Topic = it.p.tp.Topic
-			req.Topics = append(req.Topics, rt)
-		}
+			rt.Topic = name
+			return rt
+		})
 		rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
 		rp.Partition = it.p.tp.Partition
 		rp.CurrentLeaderEpoch = it.leaderEpoch
 		rp.LeaderEpoch = it.lastEpoch
-		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+		rt.Partitions = append(rt.Partitions, rp)
 	}
 	type answer struct {
 		endOffset int64

@@ -346,15 +346,12 @@ func (c *committer) fetch(ctx context.Context, tps []TopicPartition) (map[TopicP
 		req.RequireStable = true
 		idx := map[string]int{}
 		for _, tp := range tps {
-			i, ok := idx[tp.Topic]
-			if !ok {
-				i = len(req.Topics)
-				idx[tp.Topic] = i
+			t := topicEntry(&req.Topics, idx, tp.Topic, func(name string) kmsg.OffsetFetchRequestTopic {
 				t := kmsg.NewOffsetFetchRequestTopic()
-				t.Topic = tp.Topic
-				req.Topics = append(req.Topics, t)
-			}
-			req.Topics[i].Partitions = append(req.Topics[i].Partitions, tp.Partition)
+				t.Topic = name
+				return t
+			})
+			t.Partitions = append(t.Partitions, tp.Partition)
 		}
 		resp, err := m.groupRequest(ctx, req)
 		var code int16
@@ -422,14 +419,11 @@ func metaFor(metas map[TopicPartition]string, tp TopicPartition, def string) str
 func addCommitOffsets(req *kmsg.OffsetCommitRequest, tps []TopicPartition, offsets map[TopicPartition]int64, metas map[TopicPartition]string, epochs map[TopicPartition]int32, def string) {
 	idx := map[string]int{}
 	for _, tp := range tps {
-		i, ok := idx[tp.Topic]
-		if !ok {
-			i = len(req.Topics)
-			idx[tp.Topic] = i
+		t := topicEntry(&req.Topics, idx, tp.Topic, func(name string) kmsg.OffsetCommitRequestTopic {
 			t := kmsg.NewOffsetCommitRequestTopic()
-			t.Topic = tp.Topic
-			req.Topics = append(req.Topics, t)
-		}
+			t.Topic = name
+			return t
+		})
 		p := kmsg.NewOffsetCommitRequestTopicPartition()
 		p.Partition = tp.Partition
 		p.Offset = offsets[tp]
@@ -438,6 +432,6 @@ func addCommitOffsets(req *kmsg.OffsetCommitRequest, tps []TopicPartition, offse
 			p.LeaderEpoch = e
 		}
 		p.Metadata = kmsg.StringPtr(metaFor(metas, tp, def))
-		req.Topics[i].Partitions = append(req.Topics[i].Partitions, p)
+		t.Partitions = append(t.Partitions, p)
 	}
 }

@@ -216,19 +216,15 @@ func (p *Producer) buildRequest(items []sentItem) *kmsg.ProduceRequest {
 	req.TimeoutMillis = int32(p.cfg.produceTimeout.Milliseconds())
 	idx := map[string]int{}
 	for _, it := range items {
-		name := it.part.topic.name
-		i, ok := idx[name]
-		if !ok {
-			i = len(req.Topics)
-			idx[name] = i
+		t := topicEntry(&req.Topics, idx, it.part.topic.name, func(name string) kmsg.ProduceRequestTopic {
 			t := kmsg.NewProduceRequestTopic()
 			t.Topic = name
-			req.Topics = append(req.Topics, t)
-		}
+			return t
+		})
 		rp := kmsg.NewProduceRequestTopicPartition()
 		rp.Partition = it.part.id
 		rp.Records = it.b.Payload.(*pbatch).enc.Bytes()
-		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+		t.Partitions = append(t.Partitions, rp)
 	}
 	return req
 }
