@@ -13,11 +13,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// Admin manages topics, configs and offsets. Get one from Client.Admin; it
-// shares the client's connections. Methods that act on several topics
-// return one result per topic: a failure for one topic never hides the
-// outcome for the others. The method's own error is reserved for failures
-// of the whole call (unreachable cluster, context ended).
+// Admin manages topics, configs, offsets and consumer groups, and inspects
+// transactions. Get one from Client.Admin; it shares the client's
+// connections. Methods that act on several topics (groups, partitions,
+// transactional ids) return one result per item: a failure for one never
+// hides the outcome for the others. The method's own error is reserved
+// for failures of the whole call (unreachable cluster, context ended).
 type Admin struct{ c *Client }
 
 // Admin returns the admin API of the client.

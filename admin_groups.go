@@ -837,12 +837,24 @@ func (a *Admin) DeleteGroups(ctx context.Context, groups ...string) (GroupResult
 	return out, nil
 }
 
-// findCoordinator asks any broker for the coordinator of group.
-func (a *Admin) findCoordinator(ctx context.Context, group string) (int32, error) {
+// coordinatorKind is what a coordinator coordinates: FindCoordinator's
+// key type, and the noun for the keys in errors.
+type coordinatorKind struct {
+	keyType int8
+	noun    string
+}
+
+var (
+	groupCoordinator = coordinatorKind{0, "group"}
+	txnCoordinator   = coordinatorKind{1, "transactional id"}
+)
+
+// findCoordinator asks any broker for the coordinator of key.
+func (a *Admin) findCoordinator(ctx context.Context, kind coordinatorKind, key string) (int32, error) {
 	req := kmsg.NewPtrFindCoordinatorRequest()
-	req.CoordinatorKey = group
-	req.CoordinatorKeys = []string{group}
-	req.CoordinatorType = 0
+	req.CoordinatorKey = key
+	req.CoordinatorKeys = []string{key}
+	req.CoordinatorType = kind.keyType
 	resp, err := a.c.cl.RequestAny(ctx, req)
 	if err != nil {
 		return -1, err
@@ -869,17 +881,26 @@ func isCoordinatorCode(code int16) bool {
 	return false
 }
 
-// coordinated sends per-group requests to the groups' coordinators: it
-// finds each group's coordinator, calls send once per coordinator with its
-// groups (coordinators in parallel), and retries, with fresh lookups, the
-// groups whose reply code (per code) says the coordinator moved or is
-// loading, within the client's retry budget.
-//
-// It returns the final reply of every group that got one (whatever its
-// code), the coordinator each group was last sent to, and for the other
-// groups why they got none. The error is for the whole call: the caller's
-// context ended or the client closed.
+// coordinated sends per-group requests to the groups' coordinators (see
+// coordinatedBy).
 func coordinated[T any](ctx context.Context, a *Admin, groups []string,
+	send func(ctx context.Context, node int32, groups []string) (map[string]T, error),
+	code func(T) int16,
+) (replies map[string]T, nodes map[string]int32, failed map[string]error, err error) {
+	return coordinatedBy(ctx, a, groupCoordinator, groups, send, code)
+}
+
+// coordinatedBy sends per-key requests (groups, transactional ids) to the
+// keys' coordinators: it finds each key's coordinator of kind, calls send
+// once per coordinator with its keys (coordinators in parallel), and
+// retries, with fresh lookups, the keys whose reply code (per code) says
+// the coordinator moved or is loading, within the client's retry budget.
+//
+// It returns the final reply of every key that got one (whatever its
+// code), the coordinator each key was last sent to, and for the other
+// keys why they got none. The error is for the whole call: the caller's
+// context ended or the client closed.
+func coordinatedBy[T any](ctx context.Context, a *Admin, kind coordinatorKind, groups []string,
 	send func(ctx context.Context, node int32, groups []string) (map[string]T, error),
 	code func(T) int16,
 ) (replies map[string]T, nodes map[string]int32, failed map[string]error, err error) {
@@ -894,11 +915,11 @@ func coordinated[T any](ctx context.Context, a *Admin, groups []string,
 		)
 		byNode := map[int32][]string{}
 		for _, g := range pending {
-			node, err := a.findCoordinator(ctx, g)
+			node, err := a.findCoordinator(ctx, kind, g)
 			if err != nil {
 				if errs.IsRetriable(err) {
 					retry = append(retry, g)
-					lastErr = fmt.Errorf("finding the coordinator of group %q: %w", g, err)
+					lastErr = fmt.Errorf("finding the coordinator of %s %q: %w", kind.noun, g, err)
 				} else {
 					failed[g] = fmt.Errorf("finding the coordinator: %w", err)
 				}
@@ -930,10 +951,10 @@ func coordinated[T any](ctx context.Context, a *Admin, groups []string,
 					r, ok := got[g]
 					switch {
 					case !ok:
-						failed[g] = fmt.Errorf("coordinator %d: %w: no result for group in the response", node, errs.ErrMalformed)
+						failed[g] = fmt.Errorf("coordinator %d: %w: no result for %s in the response", node, errs.ErrMalformed, kind.noun)
 					case isCoordinatorCode(code(r)):
 						retry = append(retry, g)
-						lastErr = fmt.Errorf("coordinator %d: group %q: %w", node, g, kafkaerr.ForCode(code(r)))
+						lastErr = fmt.Errorf("coordinator %d: %s %q: %w", node, kind.noun, g, kafkaerr.ForCode(code(r)))
 					default:
 						replies[g] = r
 						delete(failed, g)

@@ -58,6 +58,9 @@ func TestUnreachableFailsFast(t *testing.T) {
 		{"produce", "demo", "--count", "10"},
 		{"consume", "demo"},
 		{"group", "list"},
+		{"txn", "list"},
+		{"txn", "describe", "tx"},
+		{"txn", "producers", "demo"},
 	} {
 		start := time.Now()
 		r := runRiffle(t, append([]string{"--brokers", a1 + "," + a2}, args...)...)

@@ -1,9 +1,9 @@
 // Command riffle is a command-line Kafka client built on Riffle: it
 // describes clusters and topics, creates and deletes topics, produces and
-// consumes records, manages consumer groups, serves an embedded cluster and
-// runs a demo. Without --brokers (or RIFFLE_BROKERS) a command starts an
-// embedded in-process cluster, so every command works with nothing
-// installed.
+// consumes records, manages consumer groups, inspects transactions, serves
+// an embedded cluster and runs a demo. Without --brokers (or
+// RIFFLE_BROKERS) a command starts an embedded in-process cluster, so
+// every command works with nothing installed.
 package main
 
 import (
@@ -149,8 +149,9 @@ func (a *app) rootCmd() *cobra.Command {
 		Long: `riffle inspects and manages Kafka clusters: it describes the cluster and
 its topics (cluster, topic), creates and deletes topics, writes and reads
 records (produce, consume), lists, describes, resets and deletes consumer
-groups and shows their lag (group), runs an embedded cluster until Ctrl-C
-(serve) and gives a guided tour (demo).
+groups and shows their lag (group), lists and describes transactions and
+the producers active on a topic (txn), runs an embedded cluster until
+Ctrl-C (serve) and gives a guided tour (demo).
 
 Brokers come from --brokers or, failing that, the RIFFLE_BROKERS environment
 variable (comma-separated host:port; the port defaults to 9092). With
@@ -208,7 +209,7 @@ Interrupted commands still finish cleanly and print their summary.`,
 	f.BoolVarP(&a.verbose, "verbose", "v", false, "log client activity (debug level) to stderr")
 
 	root.AddCommand(a.clusterCmd(), a.topicCmd(), a.demoCmd())
-	root.AddCommand(a.consumerGroupCmd())
+	root.AddCommand(a.consumerGroupCmd(), a.txnCmd())
 	root.AddCommand(a.produceCmd(), a.consumeCmd())
 	root.AddCommand(a.serveCmd())
 	return root

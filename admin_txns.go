@@ -1,0 +1,470 @@
+package riffle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/riffle-go/riffle/internal/cluster"
+	"github.com/riffle-go/riffle/internal/errs"
+	"github.com/riffle-go/riffle/internal/kafkaerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Transaction administration (KIP-664): list the transactions the
+// coordinators know, describe transactional ids, and show the producers
+// active on partitions. Transactions live on their coordinators
+// (FindCoordinator with the transaction key type), producer state on
+// each partition's leader; both are found per call and retried, with
+// fresh lookups, when they move. These APIs need Kafka 3.0 or later;
+// older brokers answer ErrUnsupported.
+
+// ErrTransactionalIDNotFound (TRANSACTIONAL_ID_NOT_FOUND) is
+// DescribeTransactions' answer for a transactional id its coordinator does
+// not know: no producer ever initialized it, or it expired
+// (transactional.id.expiration.ms).
+var ErrTransactionalIDNotFound = kafkaerr.ForCode(kafkaerr.TransactionalIDNotFound)
+
+// Transaction states as coordinators report them.
+const (
+	// TransactionStateEmpty: the producer is initialized and has no
+	// transaction open.
+	TransactionStateEmpty = "Empty"
+	// TransactionStateOngoing: a transaction is open (partitions or
+	// offsets were added to it).
+	TransactionStateOngoing = "Ongoing"
+	// TransactionStatePrepareCommit: the producer asked to commit; the
+	// coordinator is writing the commit markers.
+	TransactionStatePrepareCommit = "PrepareCommit"
+	// TransactionStatePrepareAbort: the producer asked to abort, or the
+	// transaction timed out; the coordinator is writing the abort markers.
+	TransactionStatePrepareAbort = "PrepareAbort"
+	// TransactionStateCompleteCommit: the last transaction committed.
+	TransactionStateCompleteCommit = "CompleteCommit"
+	// TransactionStateCompleteAbort: the last transaction aborted.
+	TransactionStateCompleteAbort = "CompleteAbort"
+	// TransactionStateDead: the transactional id expired.
+	TransactionStateDead = "Dead"
+	// TransactionStatePrepareEpochFence: a newer producer with the same
+	// transactional id is fencing the open transaction.
+	TransactionStatePrepareEpochFence = "PrepareEpochFence"
+)
+
+// ---- DescribeProducers ----
+
+// ProducerState is a producer active on a partition: one that wrote to it
+// recently enough for the leader to keep its state (idempotent or
+// transactional).
+type ProducerState struct {
+	ProducerID    int64
+	ProducerEpoch int16
+	// LastSequence is the sequence number of the producer's last record
+	// on the partition, -1 when unknown.
+	LastSequence int32
+	// LastTimestamp is the timestamp of the producer's last write on the
+	// partition; zero when unknown.
+	LastTimestamp time.Time
+	// CoordinatorEpoch is the epoch of the transaction coordinator that
+	// wrote the producer's last transaction marker, -1 when none.
+	CoordinatorEpoch int32
+	// CurrentTxnStartOffset is the offset of the first record of the
+	// producer's open transaction on the partition, -1 when it has none.
+	// An open transaction holds back the partition's last stable offset,
+	// and so read_committed consumers, at this offset.
+	CurrentTxnStartOffset int64
+}
+
+// PartitionProducers is DescribeProducers' answer for one partition.
+type PartitionProducers struct {
+	TopicPartition
+	// Producers are sorted by producer id; empty when none is active.
+	Producers []ProducerState
+	// Err is the partition's error: ErrUnknownTopicOrPartition for a
+	// partition that does not exist (errors.Is also matches
+	// ErrUnknownTopic when the whole topic is unknown),
+	// ErrTopicAuthorization, or why its leader could not answer. Producers
+	// is then empty.
+	Err error
+}
+
+// DescribeProducers returns the producers active on each partition, one
+// result per distinct partition, in request order. Each partition is
+// asked of its leader (leaders in parallel, one request each); a
+// partition whose leader moved is retried after a metadata refresh,
+// within the client's retry budget.
+func (a *Admin) DescribeProducers(ctx context.Context, partitions ...TopicPartition) ([]PartitionProducers, error) {
+	cl := a.c.cl
+	all := uniqueTPs(partitions)
+	results := make(map[TopicPartition]PartitionProducers, len(all))
+
+	// Partitions the metadata does not have are answered now: Leader
+	// would retry them until the budget runs out.
+	type topicLookup struct {
+		tm  *cluster.TopicMeta
+		err error
+	}
+	topics := map[string]topicLookup{}
+	var pending []TopicPartition
+	for _, tp := range all {
+		t, seen := topics[tp.Topic]
+		if !seen {
+			t.tm, t.err = cl.LookupTopic(ctx, tp.Topic)
+			if t.err != nil && ctx.Err() != nil {
+				return nil, t.err
+			}
+			topics[tp.Topic] = t
+		}
+		switch _, ok := t.tm.Partition(tp.Partition); {
+		case t.err != nil:
+			results[tp] = PartitionProducers{TopicPartition: tp, Err: t.err}
+		case !ok:
+			results[tp] = PartitionProducers{TopicPartition: tp,
+				Err: fmt.Errorf("%w: %s is not in the topic's metadata", ErrUnknownTopicOrPartition, tp)}
+		default:
+			pending = append(pending, tp)
+		}
+	}
+
+	err := cl.Retry(ctx, func(ctx context.Context) error {
+		byLeader := map[int32][]TopicPartition{}
+		for _, tp := range pending {
+			pm, err := cl.Leader(ctx, tp.Topic, tp.Partition)
+			if err != nil {
+				results[tp] = PartitionProducers{TopicPartition: tp, Err: err} // Leader retried already
+				continue
+			}
+			byLeader[pm.Leader] = append(byLeader[pm.Leader], tp)
+		}
+		var (
+			mu       sync.Mutex
+			wg       sync.WaitGroup
+			retry    []TopicPartition
+			retryErr error // a retriable cause of the retries
+		)
+		for leader, tps := range byLeader {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				resp, err := cl.Request(ctx, leader, cluster.ClassOther, describeProducersRequest(tps))
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					err = fmt.Errorf("broker %d: %w", leader, err)
+					if errs.IsRetriable(err) {
+						retry = append(retry, tps...)
+						retryErr = err
+					} else {
+						for _, tp := range tps {
+							results[tp] = PartitionProducers{TopicPartition: tp, Err: err}
+						}
+					}
+					return
+				}
+				got := map[TopicPartition]bool{}
+				for _, rt := range resp.(*kmsg.DescribeProducersResponse).Topics {
+					for _, rp := range rt.Partitions {
+						tp := TopicPartition{rt.Topic, rp.Partition}
+						got[tp] = true
+						e := withMessage(rp.ErrorCode, rp.ErrorMessage)
+						if e != nil && kafkaerr.Typed(rp.ErrorCode).Retriable {
+							retry = append(retry, tp)
+							retryErr = fmt.Errorf("broker %d: %s: %w", leader, tp, e)
+							continue
+						}
+						r := PartitionProducers{TopicPartition: tp, Err: e}
+						if e == nil {
+							r.Producers = producerStates(rp.ActiveProducers)
+						}
+						results[tp] = r
+					}
+				}
+				for _, tp := range tps {
+					if !got[tp] {
+						results[tp] = PartitionProducers{TopicPartition: tp,
+							Err: fmt.Errorf("broker %d: %w: no result for %s in the response", leader, errs.ErrMalformed, tp)}
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		pending = retry
+		if len(retry) > 0 {
+			cl.TriggerMetadata()
+			return fmt.Errorf("describe producers: %d partitions to retry: %w", len(retry), retryErr)
+		}
+		return nil
+	})
+	if err != nil && (ctx.Err() != nil || errors.Is(err, errs.ErrClientClosed)) {
+		return nil, err
+	}
+	if err != nil {
+		for _, tp := range pending { // the retries gave up on these
+			results[tp] = PartitionProducers{TopicPartition: tp, Err: err}
+		}
+	}
+	out := make([]PartitionProducers, len(all))
+	for i, tp := range all {
+		out[i] = results[tp]
+	}
+	return out, nil
+}
+
+// describeProducersRequest asks about tps, grouped by topic.
+func describeProducersRequest(tps []TopicPartition) *kmsg.DescribeProducersRequest {
+	req := kmsg.NewPtrDescribeProducersRequest()
+	idx := map[string]int{}
+	for _, tp := range tps {
+		rt := topicEntry(&req.Topics, idx, tp.Topic, func(t string) kmsg.DescribeProducersRequestTopic {
+			rt := kmsg.NewDescribeProducersRequestTopic()
+			rt.Topic = t
+			return rt
+		})
+		rt.Partitions = append(rt.Partitions, tp.Partition)
+	}
+	return req
+}
+
+func producerStates(aps []kmsg.DescribeProducersResponseTopicPartitionActiveProducer) []ProducerState {
+	out := make([]ProducerState, 0, len(aps))
+	for _, ap := range aps {
+		out = append(out, ProducerState{
+			ProducerID: ap.ProducerID, ProducerEpoch: int16(ap.ProducerEpoch),
+			LastSequence: ap.LastSequence, LastTimestamp: millisTime(ap.LastTimestamp),
+			CoordinatorEpoch: ap.CoordinatorEpoch, CurrentTxnStartOffset: ap.CurrentTxnStartOffset,
+		})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ProducerID < out[j].ProducerID })
+	return out
+}
+
+// millisTime is a broker's time in milliseconds; zero for a negative
+// (unknown) one.
+func millisTime(ms int64) time.Time {
+	if ms < 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
+}
+
+// uniqueTPs drops repeated partitions, keeping the first occurrence.
+func uniqueTPs(in []TopicPartition) []TopicPartition {
+	seen := make(map[TopicPartition]bool, len(in))
+	out := make([]TopicPartition, 0, len(in))
+	for _, tp := range in {
+		if !seen[tp] {
+			seen[tp] = true
+			out = append(out, tp)
+		}
+	}
+	return out
+}
+
+// ---- ListTransactions ----
+
+// TransactionFilters narrows ListTransactions. The zero value lists every
+// transactional id; set filters combine (a transaction must pass all).
+type TransactionFilters struct {
+	// States keeps the transactions in one of these states (e.g.
+	// TransactionStateOngoing). States a broker does not know are
+	// reported in ListTransactions' error.
+	States []string
+	// ProducerIDs keeps the transactions of these producer ids.
+	ProducerIDs []int64
+	// MinDuration keeps the transactions open for at least this long
+	// (KIP-994). Brokers before Kafka 3.8 (ListTransactions v1) cannot
+	// filter by duration and fail with ErrUnsupported.
+	MinDuration time.Duration
+}
+
+// TransactionListing is one transactional id of ListTransactions.
+type TransactionListing struct {
+	TransactionalID string
+	// ProducerID is the id the coordinator gave the transactional id's
+	// producer.
+	ProducerID int64
+	// State is e.g. TransactionStateOngoing or TransactionStateEmpty.
+	State string
+}
+
+// ListTransactions lists the transactional ids the cluster knows, with
+// their producer id and state, sorted by transactional id. Each broker
+// only knows the ids it coordinates, so every broker is asked (in
+// parallel, each with its own retries). When some brokers cannot answer,
+// the listings of the others are returned together with an error naming
+// the brokers that failed: the listing is then incomplete. The error also
+// says (wrapping ErrInvalidConfig) which filter states the brokers do not
+// know; the listing is complete then, for the states they know.
+func (a *Admin) ListTransactions(ctx context.Context, filters TransactionFilters) ([]TransactionListing, error) {
+	if filters.MinDuration < 0 {
+		return nil, fmt.Errorf("%w: negative transaction duration filter %v", ErrInvalidConfig, filters.MinDuration)
+	}
+	cl := a.c.cl
+	if err := cl.RefreshMetadata(ctx); err != nil {
+		return nil, err
+	}
+	snap := cl.Snapshot()
+	nodes := make([]int32, 0, len(snap.Brokers))
+	for id := range snap.Brokers {
+		nodes = append(nodes, id)
+	}
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i] < nodes[j] })
+
+	var (
+		mu        sync.Mutex
+		wg        sync.WaitGroup
+		byID      = map[string]TransactionListing{}
+		failed    = make([]error, len(nodes))
+		unknown   = map[string]bool{}
+		unknownBy []int32
+	)
+	for i, node := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var r *kmsg.ListTransactionsResponse
+			err := cl.Retry(ctx, func(ctx context.Context) error {
+				req := kmsg.NewPtrListTransactionsRequest()
+				req.StateFilters = filters.States
+				req.ProducerIDFilters = filters.ProducerIDs
+				cn, err := cl.Conn(ctx, node, cluster.ClassOther)
+				if err != nil {
+					return err
+				}
+				if filters.MinDuration > 0 {
+					req.DurationFilterMillis = filters.MinDuration.Milliseconds()
+					if v, ok := cn.Versions().Max(req.Key(), req.MaxVersion()); ok && v < 1 {
+						return fmt.Errorf("%w: ListTransactions v%d cannot filter by duration (v1, Kafka 3.8, can)", errs.ErrUnsupported, v)
+					}
+				}
+				resp, err := cn.Request(ctx, req)
+				if err != nil {
+					return err
+				}
+				r = resp.(*kmsg.ListTransactionsResponse)
+				return kafkaerr.ForCode(r.ErrorCode)
+			})
+			if err != nil {
+				failed[i] = fmt.Errorf("broker %d: %w", node, err)
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, s := range r.UnknownStateFilters {
+				unknown[s] = true
+			}
+			if len(r.UnknownStateFilters) > 0 {
+				unknownBy = append(unknownBy, node)
+			}
+			for _, t := range r.TransactionStates {
+				if _, dup := byID[t.TransactionalID]; !dup {
+					byID[t.TransactionalID] = TransactionListing{TransactionalID: t.TransactionalID, ProducerID: t.ProducerID, State: t.TransactionState}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	out := make([]TransactionListing, 0, len(byID))
+	for _, t := range byID {
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].TransactionalID < out[j].TransactionalID })
+	var all []error
+	if err := errors.Join(failed...); err != nil {
+		if ctx.Err() != nil || !slices.ContainsFunc(failed, func(e error) bool { return e == nil }) {
+			return nil, err // nothing worth returning
+		}
+		all = append(all, fmt.Errorf("listing transactions: incomplete: %w", err))
+	}
+	if len(unknown) > 0 {
+		states := make([]string, 0, len(unknown))
+		for s := range unknown {
+			states = append(states, s)
+		}
+		sort.Strings(states)
+		slices.Sort(unknownBy)
+		all = append(all, fmt.Errorf("%w: transaction states %q unknown to brokers %v", ErrInvalidConfig, states, unknownBy))
+	}
+	return out, errors.Join(all...)
+}
+
+// ---- DescribeTransactions ----
+
+// TransactionDescription describes one transactional id.
+type TransactionDescription struct {
+	TransactionalID string
+	// Coordinator is the node id of the id's transaction coordinator, -1
+	// when it could not be found.
+	Coordinator int32
+	// State is e.g. TransactionStateOngoing; "" when Err is set.
+	State         string
+	ProducerID    int64
+	ProducerEpoch int16
+	// Timeout is the transaction timeout the producer asked for: the
+	// coordinator aborts a transaction open for longer.
+	Timeout time.Duration
+	// StartTime is when the open transaction started; zero when none is
+	// open.
+	StartTime time.Time
+	// Partitions are the partitions in the open transaction, sorted;
+	// empty when none is open.
+	Partitions []TopicPartition
+	// Err is the id's error: ErrTransactionalIDNotFound for an id the
+	// coordinator does not know, TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+	// or why its coordinator could not be reached.
+	Err error
+}
+
+// DescribeTransactions describes transactional ids, one result per
+// distinct id, in request order. It finds each id's transaction
+// coordinator and asks every coordinator about its ids in one request.
+func (a *Admin) DescribeTransactions(ctx context.Context, ids ...string) ([]TransactionDescription, error) {
+	ids = uniqueStrings(ids)
+	replies, nodes, failed, err := coordinatedBy(ctx, a, txnCoordinator, ids,
+		func(ctx context.Context, node int32, ids []string) (map[string]kmsg.DescribeTransactionsResponseTransactionState, error) {
+			req := kmsg.NewPtrDescribeTransactionsRequest()
+			req.TransactionalIDs = ids
+			resp, err := a.c.cl.Request(ctx, node, cluster.ClassOther, req)
+			if err != nil {
+				return nil, err
+			}
+			out := map[string]kmsg.DescribeTransactionsResponseTransactionState{}
+			for _, s := range resp.(*kmsg.DescribeTransactionsResponse).TransactionStates {
+				out[s.TransactionalID] = s
+			}
+			return out, nil
+		},
+		func(s kmsg.DescribeTransactionsResponseTransactionState) int16 { return s.ErrorCode })
+	if err != nil {
+		return nil, err
+	}
+	out := make([]TransactionDescription, len(ids))
+	for i, id := range ids {
+		d := TransactionDescription{TransactionalID: id, Coordinator: -1, ProducerID: -1, ProducerEpoch: -1}
+		if n, ok := nodes[id]; ok {
+			d.Coordinator = n
+		}
+		s, ok := replies[id]
+		switch {
+		case !ok:
+			d.Err = failed[id]
+		case s.ErrorCode != 0:
+			d.Err = kafkaerr.ForCode(s.ErrorCode)
+		default:
+			d.State, d.ProducerID, d.ProducerEpoch = s.State, s.ProducerID, s.ProducerEpoch
+			d.Timeout = time.Duration(s.TimeoutMillis) * time.Millisecond
+			d.StartTime = millisTime(s.StartTimestamp)
+			for _, t := range s.Topics {
+				for _, p := range t.Partitions {
+					d.Partitions = append(d.Partitions, TopicPartition{t.Topic, p})
+				}
+			}
+			sort.Slice(d.Partitions, func(i, j int) bool { return tpLess(d.Partitions[i], d.Partitions[j]) })
+		}
+		out[i] = d
+	}
+	return out, nil
+}
