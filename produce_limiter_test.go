@@ -139,10 +139,31 @@ func TestLimiterConcurrent(t *testing.T) {
 			}
 			for i := range 3000 {
 				size := int64(1 + (w+i)%40)
-				g, err := l.acquire(ctx, size, false)
-				if err != nil {
-					t.Error(err)
-					return
+				// A worker holding records must not block on the
+				// limits (all of them could, for ever): it tries,
+				// and gives one back before trying again.
+				var g *flushGen
+				for {
+					var err error
+					if g, err = l.acquire(ctx, size, true); err == nil {
+						break
+					}
+					if !errors.Is(err, ErrBufferFull) || ctx.Err() != nil {
+						t.Error(err)
+						return
+					}
+					if len(held) > 0 {
+						release(held[0])
+						held = held[1:]
+					} else {
+						// Nothing of its own to give back: wait for
+						// the others' room, as a producer does.
+						if g, err = l.acquire(ctx, size, false); err != nil {
+							t.Error(err)
+							return
+						}
+						break
+					}
 				}
 				r := &rec{g: g, size: size}
 				mu.Lock()
