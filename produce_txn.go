@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/riffle-go/riffle/internal/batch"
 	"github.com/riffle-go/riffle/internal/kafkaerr"
 	"github.com/riffle-go/riffle/internal/producer"
 	"github.com/riffle-go/riffle/internal/txn"
@@ -36,7 +37,7 @@ type txnState struct {
 	coords  map[coordKey]int32 // known coordinators
 	v2      bool               // the coordinator supports KIP-890 (see learn)
 	canBump bool               // the coordinator bumps epochs (KIP-360)
-	failing bool               // a failUnsent runs for the error state
+	failing uint64             // 1 + the transaction whose records its error state failed
 }
 
 func newTxnState(p *Producer) *txnState {
@@ -65,15 +66,15 @@ func (s *txnState) changedLocked() {
 	default:
 		close(s.failed)
 	}
-	if !s.failing {
-		s.failing = true
-		err := s.m.Err()
-		s.p.life.Go(func() {
-			s.p.failUnsent(s.p.ctx, err)
-			s.mu.Lock()
-			s.failing = false
-			s.mu.Unlock()
-		})
+	if s.failing != s.m.Seq()+1 {
+		// Fail the transaction's records that can no longer be sent
+		// now, as the Java client does, rather than at the abort: a
+		// ProduceSync waiting for them returns. The mark is taken
+		// now: records of a later transaction, produced once this one
+		// is aborted, are not this one's.
+		s.failing = s.m.Seq() + 1
+		err, mark := s.m.Err(), s.p.buf.flushMark()
+		s.p.life.Go(func() { s.p.failMarked(s.p.ctx, err, mark) })
 	}
 }
 
@@ -267,15 +268,21 @@ func (p *Producer) wakePartitions(tps []txn.TP) {
 // sent again. Their transaction is aborted (or the producer failed), so
 // whether the broker wrote them no longer matters; but a batch that took
 // its sequence numbers leaves a hole in them, so it asks for an epoch
-// bump. It returns when every such record has its outcome, or ctx's
-// error.
+// bump. Records produced after it started (in a later transaction) are
+// left alone. It returns when every earlier record has its outcome, or
+// ctx's error.
 func (p *Producer) failUnsent(ctx context.Context, cause error) error {
-	mark := p.buf.flushMark()
+	return p.failMarked(ctx, cause, p.buf.flushMark())
+}
+
+// failMarked is failUnsent for the records of the flush generations of
+// mark.
+func (p *Producer) failMarked(ctx context.Context, cause error, mark []*flushGen) error {
 	wait := time.Millisecond
 	for {
 		for _, ts := range *p.topics.Load() {
 			for _, part := range ts.partitions() {
-				if part.dropUnsent(cause) {
+				if part.dropUnsent(cause, mark) {
 					p.txn.requireBump()
 				}
 			}
@@ -299,22 +306,55 @@ func (p *Producer) failUnsent(ctx context.Context, cause error) error {
 	}
 }
 
-// dropUnsent fails the partition's records with cause if none of its
-// requests is in flight, and reports whether a dropped batch had taken
-// sequence numbers.
-func (s *partState) dropUnsent(cause error) (pinned bool) {
+func inMark(mark []*flushGen, g *flushGen) bool {
+	for _, m := range mark {
+		if m == g {
+			return true
+		}
+	}
+	return false
+}
+
+// dropUnsent fails with cause the partition's records of the flush
+// generations of mark, if none of its requests is in flight, and reports
+// whether a dropped batch had taken sequence numbers. A transaction's
+// records all precede the next one's (the abort fails them all before it
+// completes), so the sealed batches are either all of mark or all later.
+func (s *partState) dropUnsent(cause error, mark []*flushGen) (pinned bool) {
 	s.mu.Lock()
 	if s.seq.Inflight() > 0 || len(s.open) == 0 && s.seq.Len() == 0 {
 		s.mu.Unlock()
 		return false
 	}
-	if s.linger != nil {
-		s.linger.Stop()
+	var open []pendingRecord
+	keep := s.open[:0:0]
+	for _, pr := range s.open {
+		if inMark(mark, pr.gen) {
+			open = append(open, pr)
+		} else {
+			keep = append(keep, pr)
+		}
 	}
-	open := s.open
-	s.open, s.openBytes, s.due = nil, 0, false
-	batches := s.seq.TakeAll()
-	s.retries, s.backoff = 0, time.Time{}
+	if len(open) > 0 {
+		s.open = keep
+		s.openBytes = 0
+		if len(keep) > 0 {
+			s.openBytes = batch.BatchOverhead
+			for _, pr := range keep {
+				s.openBytes += pr.bound
+			}
+		} else {
+			s.due = false
+			if s.linger != nil {
+				s.linger.Stop()
+			}
+		}
+	}
+	var batches []*producer.Batch
+	if bs := s.seq.Batches(); len(bs) > 0 && inMark(mark, bs[0].Payload.(*pbatch).recs[0].gen) {
+		batches = s.seq.TakeAll()
+		s.retries, s.backoff = 0, time.Time{}
+	}
 	s.mu.Unlock()
 	err := fmt.Errorf("%s[%d]: %w", s.topic.name, s.id, cause)
 	if len(open) > 0 {
