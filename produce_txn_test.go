@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
@@ -419,5 +420,387 @@ func TestTxnFailedRecordAbortsCommit(t *testing.T) {
 			uncommitted = append(uncommitted, "good") // written before the abort
 		}
 		checkRead(t, cl, "t", committed, uncommitted)
+	})
+}
+
+// Two producers with the same transactional id: InitTransactions of the
+// second fences the first, whose open transaction is aborted and whose
+// later writes fail; the first ends with ErrProducerFenced and refuses
+// everything after. Nothing it wrote becomes visible.
+func TestTxnFencing(t *testing.T) {
+	forModes(t, func(t *testing.T, mode txnMode) {
+		_, cl, _ := txnCluster(t, mode, "t")
+		ctx := txnCtx(t)
+		old := startTxn(t, cl, "txn-fence")
+		if err := old.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		before := recs("t", "old-before", 8)
+		if err := old.ProduceSync(ctx, before...); err != nil {
+			t.Fatal(err)
+		}
+		cur := startTxn(t, cl, "txn-fence") // fences old
+		after := recs("t", "old-after", 8)
+		if err := old.ProduceSync(ctx, after...); err == nil {
+			t.Fatal("a fenced producer wrote records")
+		}
+		// The failed records made the transaction abortable; under v1
+		// adding a partition the transaction did not hold yet may
+		// already have met the fence.
+		if err := old.CommitTransaction(ctx); !errors.Is(err, ErrTransactionAbortable) && !errors.Is(err, ErrProducerFenced) {
+			t.Fatalf("commit of the fenced producer: %v", err)
+		}
+		err := old.AbortTransaction(ctx)
+		t.Logf("abort of the fenced producer: %v", err)
+		if !errors.Is(err, ErrProducerFenced) || !errors.Is(err, ErrTransactionFatal) {
+			t.Fatalf("abort of the fenced producer: %v", err)
+		}
+		if err := old.BeginTransaction(); !errors.Is(err, ErrProducerFenced) {
+			t.Fatalf("begin after fencing: %v", err)
+		}
+		if err := old.ProduceSync(ctx, &Record{Topic: "t", Value: []byte("old-later")}); !errors.Is(err, ErrProducerFenced) {
+			t.Fatalf("produce after fencing: %v", err)
+		}
+		if err := old.SendOffsetsToTransaction(ctx, map[TopicPartition]OffsetAndMetadata{{"t", 0}: {Offset: 1}}, GroupMetadata{GroupID: "g", GenerationID: -1}); !errors.Is(err, ErrProducerFenced) {
+			t.Fatalf("offsets after fencing: %v", err)
+		}
+		if err := cur.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		mine := recs("t", "new", 8)
+		if err := cur.ProduceSync(ctx, mine...); err != nil {
+			t.Fatal(err)
+		}
+		if err := cur.CommitTransaction(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := readAll(t, cl, ReadCommitted, "t"); !slices.Equal(got, values(mine)) {
+			t.Fatalf("read_committed read %v, want only the new producer's %v", got, values(mine))
+		}
+	})
+}
+
+// A producer fenced between its writes and its commit cannot commit:
+// the commit fails fatally (v1: PRODUCER_FENCED; v2: the coordinator's
+// INVALID_TXN_STATE for a transaction it aborted) and nothing is visible.
+func TestTxnFencedCommit(t *testing.T) {
+	forModes(t, func(t *testing.T, mode txnMode) {
+		_, cl, _ := txnCluster(t, mode, "t")
+		ctx := txnCtx(t)
+		old := startTxn(t, cl, "txn-fence-commit")
+		if err := old.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		if err := old.ProduceSync(ctx, recs("t", "old", 8)...); err != nil {
+			t.Fatal(err)
+		}
+		startTxn(t, cl, "txn-fence-commit")
+		err := old.CommitTransaction(ctx)
+		t.Logf("commit of the fenced producer: %v", err)
+		if !errors.Is(err, ErrTransactionFatal) || !mode.v2 && !errors.Is(err, ErrProducerFenced) {
+			t.Fatalf("commit of the fenced producer: %v", err)
+		}
+		if err := old.BeginTransaction(); !errors.Is(err, ErrTransactionFatal) {
+			t.Fatalf("begin after the failed commit: %v", err)
+		}
+		checkRead(t, cl, "t", nil, values(recs("t", "old", 8)))
+	})
+}
+
+// The coordinator aborts a transaction left open past TransactionTimeout;
+// the producer's next operation reports it (fatally, naming the timeout),
+// and none of the transaction's records become visible.
+func TestTxnTimeout(t *testing.T) {
+	forModes(t, func(t *testing.T, mode txnMode) {
+		_, cl, _ := txnCluster(t, mode, "t")
+		ctx := txnCtx(t)
+		p := startTxn(t, cl, "txn-timeout", TransactionTimeout(time.Second))
+		if err := p.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		rs := recs("t", "late", 8)
+		if err := p.ProduceSync(ctx, rs...); err != nil {
+			t.Fatal(err)
+		}
+		// Wait for the coordinator to abort it (no assertion on when).
+		waitUntil(t, 30*time.Second, func() bool { return coordTxnState(t, cl, "txn-timeout") == "Empty" },
+			func() string { return "the coordinator never aborted the transaction" })
+		err := p.CommitTransaction(ctx)
+		t.Logf("commit after the timeout: %v", err)
+		if !errors.Is(err, ErrTransactionFatal) || !strings.Contains(err.Error(), "TransactionTimeout") {
+			t.Fatalf("commit after the timeout: %v", err)
+		}
+		if err := p.BeginTransaction(); !errors.Is(err, ErrTransactionFatal) {
+			t.Fatalf("begin after the timeout: %v", err)
+		}
+		checkRead(t, cl, "t", nil, values(rs))
+	})
+}
+
+// coordTxnState returns the coordinator's state of the transactional id
+// (ListTransactions: Ongoing, Empty, ...), "" if it lists none.
+func coordTxnState(t *testing.T, cl *Client, id string) string {
+	t.Helper()
+	resp, err := cl.Request(txnCtx(t), kmsg.NewPtrListTransactionsRequest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range resp.(*kmsg.ListTransactionsResponse).TransactionStates {
+		if s.TransactionalID == id {
+			return s.TransactionState
+		}
+	}
+	return ""
+}
+
+// 50 goroutines produce in one transaction; the commit waits for every
+// record produced before it: each is visible once.
+func TestTxnConcurrentProducers(t *testing.T) {
+	forModes(t, func(t *testing.T, mode txnMode) {
+		_, cl, _ := txnCluster(t, mode, "t", "u")
+		ctx := txnCtx(t)
+		p := startTxn(t, cl, "txn-concurrent")
+		if err := p.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		const goroutines, each = 50, 40
+		var want []string
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var failed []error
+		for g := 0; g < goroutines; g++ {
+			topic := []string{"t", "u"}[g%2]
+			rs := recs(topic, fmt.Sprintf("g%d", g), each)
+			if topic == "t" {
+				want = append(want, values(rs)...)
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for _, r := range rs {
+					p.Produce(ctx, r, func(r *Record, err error) {
+						if err != nil {
+							mu.Lock()
+							failed = append(failed, err)
+							mu.Unlock()
+						}
+					})
+				}
+			}()
+		}
+		wg.Wait()
+		if err := p.CommitTransaction(ctx); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		if len(failed) > 0 {
+			t.Fatalf("%d records failed: %v", len(failed), failed[0])
+		}
+		mu.Unlock()
+		got := readAll(t, cl, ReadCommitted, "t")
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Fatalf("read_committed read %d records, want %d, each once", len(got), len(want))
+		}
+		if n := len(readAll(t, cl, ReadCommitted, "u")); n != goroutines/2*each {
+			t.Fatalf("topic u: %d records, want %d", n, goroutines/2*each)
+		}
+	})
+}
+
+// Offsets sent to a transaction are committed with it, and only then:
+// an aborted transaction commits none; a consumer's GroupMetadata fences
+// them (KIP-447): a stale generation makes the transaction abortable.
+func TestTxnSendOffsets(t *testing.T) {
+	forModes(t, func(t *testing.T, mode txnMode) {
+		protocols := []GroupProtocol{GroupProtocolClassic}
+		if mode.v2 {
+			protocols = append(protocols, GroupProtocolConsumer) // KIP-848: member epochs
+		}
+		for _, proto := range protocols {
+			t.Run(fmt.Sprint(proto), func(t *testing.T) { testSendOffsets(t, mode, proto) })
+		}
+	})
+}
+
+func testSendOffsets(t *testing.T, mode txnMode, proto GroupProtocol) {
+	fake, cl, _ := txnCluster(t, mode, "in", "out")
+	ctx := txnCtx(t)
+	ccl := newTestClient(t, SeedBrokers(fake.ListenAddrs()...)) // one group member per client
+	assigned := make(chan struct{}, 1)
+	cs, err := NewConsumer(ccl, ConsumerGroup("g"), SubscribeTopics("in"), DisableAutoCommit(), WithGroupProtocol(proto),
+		OnPartitionsAssigned(func(context.Context, []TopicPartition) {
+			select {
+			case assigned <- struct{}{}:
+			default:
+			}
+		}),
+		HandleRecord(func(context.Context, *Record) error { return nil }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close(context.Background()) })
+	select {
+	case <-assigned:
+	case <-ctx.Done():
+		t.Fatal("never assigned")
+	}
+	gm := cs.GroupMetadata()
+	if gm.GroupID != "g" || gm.MemberID == "" || gm.GenerationID <= 0 || gm.GroupInstanceID != "" {
+		t.Fatalf("group metadata %+v", gm)
+	}
+	committed := func() map[TopicPartition]int64 {
+		offs, err := cl.Admin().FetchOffsets(ctx, "g")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[TopicPartition]int64{}
+		for tp, om := range offs {
+			out[tp] = om.Offset
+		}
+		return out
+	}
+	in0, in1, in2 := TopicPartition{"in", 0}, TopicPartition{"in", 1}, TopicPartition{"in", 2}
+	p := startTxn(t, cl, "txn-offsets")
+
+	// Aborted: the offsets are not committed.
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ProduceSync(ctx, recs("out", "aborted", 4)...); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.SendOffsetsToTransaction(ctx, map[TopicPartition]OffsetAndMetadata{in0: {Offset: 5, LeaderEpoch: -1}, in1: {Offset: 6, LeaderEpoch: -1}}, gm); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.AbortTransaction(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := committed(); len(got) != 0 {
+		t.Fatalf("offsets of an aborted transaction committed: %v", got)
+	}
+
+	// Committed: the offsets are committed with the records, not before.
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.SendOffsetsToTransaction(ctx, map[TopicPartition]OffsetAndMetadata{in0: {Offset: 7, LeaderEpoch: -1, Metadata: "m"}, in2: {Offset: 3, LeaderEpoch: -1}}, cs.GroupMetadata()); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ProduceSync(ctx, recs("out", "committed", 4)...); err != nil {
+		t.Fatal(err)
+	}
+	if got := committed(); len(got) != 0 {
+		t.Fatalf("offsets committed before the transaction: %v", got)
+	}
+	if err := p.CommitTransaction(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := map[TopicPartition]int64{in0: 7, in2: 3}
+	if got := committed(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("committed %v, want %v", got, want)
+	}
+	offs, _ := cl.Admin().FetchOffsets(ctx, "g")
+	if offs[in0].Metadata != "m" {
+		t.Fatalf("metadata %q", offs[in0].Metadata)
+	}
+
+	// A member from another generation: the coordinator refuses the
+	// offsets, and the transaction must be aborted.
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	stale := cs.GroupMetadata()
+	stale.GenerationID += 5
+	err = p.SendOffsetsToTransaction(ctx, map[TopicPartition]OffsetAndMetadata{in0: {Offset: 9, LeaderEpoch: -1}}, stale)
+	if !errors.Is(err, ErrTransactionAbortable) {
+		t.Fatalf("offsets of a stale generation: %v", err)
+	}
+	if err := p.CommitTransaction(ctx); !errors.Is(err, ErrTransactionAbortable) {
+		t.Fatalf("commit after refused offsets: %v", err)
+	}
+	if err := p.AbortTransaction(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := committed(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("committed %v after the refused offsets, want %v", got, want)
+	}
+	checkRead(t, cl, "out", values(recs("out", "committed", 4)), append(values(recs("out", "aborted", 4)), values(recs("out", "committed", 4))...))
+}
+
+// Retriable errors on every transactional request (the coordinator not
+// available, moved, loading, a concurrent transaction, a timeout) are
+// retried inside the call until it succeeds.
+func TestTxnRetriableFaults(t *testing.T) {
+	forModes(t, func(t *testing.T, mode txnMode) {
+		fake, cl, _ := txnCluster(t, mode, "in", "out")
+		const id = "txn-faults"
+		type fault struct {
+			key    kmsg.Key
+			err    *kerr.Error
+			count  int
+			v1only bool
+		}
+		faults := []fault{
+			{kmsg.FindCoordinator, kerr.CoordinatorNotAvailable, 2, false},
+			{kmsg.InitProducerID, kerr.CoordinatorLoadInProgress, 2, false},
+			{kmsg.InitProducerID, kerr.ConcurrentTransactions, 1, false},
+			{kmsg.InitProducerID, kerr.NotCoordinator, 1, false},
+			{kmsg.AddPartitionsToTxn, kerr.ConcurrentTransactions, 2, true},
+			{kmsg.AddPartitionsToTxn, kerr.NotCoordinator, 1, true},
+			{kmsg.AddOffsetsToTxn, kerr.CoordinatorLoadInProgress, 2, true},
+			{kmsg.AddOffsetsToTxn, kerr.ConcurrentTransactions, 1, true},
+			{kmsg.TxnOffsetCommit, kerr.CoordinatorLoadInProgress, 2, false},
+			{kmsg.TxnOffsetCommit, kerr.NotCoordinator, 1, false},
+			{kmsg.TxnOffsetCommit, kerr.RequestTimedOut, 1, false},
+			{kmsg.EndTxn, kerr.ConcurrentTransactions, 2, false},
+			{kmsg.EndTxn, kerr.NotCoordinator, 1, false},
+			{kmsg.EndTxn, kerr.CoordinatorLoadInProgress, 1, false},
+		}
+		handles := make([]*kfake.FaultHandle, len(faults))
+		for i, f := range faults {
+			kf := kfake.Fault{Keys: []kmsg.Key{f.key}, TxnID: id, Err: f.err, Count: f.count}
+			if f.key == kmsg.TxnOffsetCommit {
+				kf.Group = "g"
+			}
+			handles[i] = fake.Fault(kf)
+		}
+		groupLookups := fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.FindCoordinator}, Group: "g", Err: kerr.CoordinatorLoadInProgress, Count: 1})
+		ctx := txnCtx(t)
+		p := startTxn(t, cl, id)
+		if err := p.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		rs := recs("out", "r", 12)
+		for _, r := range rs {
+			p.Produce(ctx, r, nil)
+		}
+		tp := TopicPartition{"in", 1}
+		if err := p.SendOffsetsToTransaction(ctx, map[TopicPartition]OffsetAndMetadata{tp: {Offset: 42, LeaderEpoch: -1}}, GroupMetadata{GroupID: "g", GenerationID: -1}); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.CommitTransaction(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for i, f := range faults {
+			want := f.count
+			if f.v1only && mode.v2 {
+				want = 0 // v2 sends no AddPartitionsToTxn or AddOffsetsToTxn
+			}
+			if got := handles[i].Hits(); got != want {
+				t.Errorf("%s %s: injected %d times, want %d", f.key.Name(), f.err.Message, got, want)
+			}
+		}
+		if groupLookups.Hits() != 1 {
+			t.Errorf("group coordinator lookup faulted %d times", groupLookups.Hits())
+		}
+		offs, err := cl.Admin().FetchOffsets(ctx, "g")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if offs[tp].Offset != 42 || len(offs) != 1 {
+			t.Errorf("committed offsets %v", offs)
+		}
+		checkRead(t, cl, "out", values(rs), values(rs))
 	})
 }
