@@ -342,7 +342,7 @@ func (p *Producer) abort(ctx context.Context) error {
 // UNKNOWN_MEMBER_ID or FENCED_INSTANCE_ID) if the member lost its
 // partitions meanwhile (KIP-447), so one transactional producer per
 // process serves every partition. The consumer must not commit these
-// offsets itself (DisableAutoCommit).
+// offsets itself (DisableCommits).
 //
 // Under transactions v1 the group is first added to the transaction
 // (AddOffsetsToTxn); under v2 the TxnOffsetCommit adds it. It returns when
