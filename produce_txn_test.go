@@ -804,3 +804,27 @@ func TestTxnRetriableFaults(t *testing.T) {
 		checkRead(t, cl, "out", values(rs), values(rs))
 	})
 }
+
+// Close aborts an open transaction (as the Java client does): its records
+// never become visible, and the coordinator holds nothing open.
+func TestTxnCloseAborts(t *testing.T) {
+	forModes(t, func(t *testing.T, mode txnMode) {
+		_, cl, _ := txnCluster(t, mode, "t")
+		ctx := txnCtx(t)
+		p := startTxn(t, cl, "txn-close")
+		if err := p.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		rs := recs("t", "open", 6)
+		if err := p.ProduceSync(ctx, rs...); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if st := coordTxnState(t, cl, "txn-close"); st != "Empty" {
+			t.Fatalf("coordinator state %q after Close", st)
+		}
+		checkRead(t, cl, "t", nil, values(rs))
+	})
+}
