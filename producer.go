@@ -49,6 +49,12 @@ var (
 // the producing goroutine, and sent by one sender per broker with up to 5
 // requests in flight per partition. Every record's callback fires exactly
 // once, with nil or the error that stopped it.
+//
+// With TransactionalID the producer is transactional: after
+// InitTransactions, records are produced between BeginTransaction and
+// CommitTransaction or AbortTransaction, and read_committed consumers see
+// a transaction's records, and the offsets sent with it, all at once or
+// never.
 type Producer struct {
 	c   *Client
 	cl  *cluster.Cluster
@@ -140,6 +146,14 @@ type pbatch struct {
 // The producer reads rec's fields until fn is called; do not modify them.
 // Once Close was called, fn is called at once with ErrProducerClosed (and
 // with ErrClientClosed once the Client is closed).
+//
+// On a transactional producer (TransactionalID) a record belongs to the
+// open transaction; produced outside one (before BeginTransaction, or
+// once CommitTransaction or AbortTransaction began), fn gets
+// ErrTransactionState at once, and after an abortable or fatal error
+// that error. A record of the transaction that fails makes the
+// transaction abortable (CommitTransaction then fails); records of an
+// aborted transaction that were not written get ErrTransactionAborted.
 func (p *Producer) Produce(ctx context.Context, rec *Record, fn func(*Record, error)) {
 	p.produce(ctx, rec, fn, false)
 }
