@@ -29,6 +29,9 @@ type txnState struct {
 	// gate mirrors m.Gate() for the lock-free admission of records.
 	gate    atomic.Uint64
 	addWake chan struct{} // wakes addLoop
+	// addBusy holds a token while addLoop sends an AddPartitionsToTxn:
+	// an abort waits for it before its EndTxn.
+	addBusy chan struct{}
 
 	mu      sync.Mutex // guards the fields below
 	m       txn.Machine
@@ -45,6 +48,7 @@ func newTxnState(p *Producer) *txnState {
 		p: p, id: p.cfg.transactionalID, timeout: p.cfg.txnTimeout,
 		calls:   make(chan struct{}, 1),
 		addWake: make(chan struct{}, 1),
+		addBusy: make(chan struct{}, 1),
 		failed:  make(chan struct{}),
 		coords:  map[coordKey]int32{},
 	}
@@ -215,33 +219,58 @@ func (s *txnState) addLoop() {
 			return
 		case <-s.addWake:
 		}
-		for s.p.ctx.Err() == nil {
-			s.mu.Lock()
-			tps, seq := s.m.Wanted(), s.m.Seq()
-			s.mu.Unlock()
-			if len(tps) == 0 {
-				break
-			}
-			a, err := s.addPartitions(s.p.ctx, seq, tps)
-			switch {
-			case errors.Is(err, errTxnMovedOn) || s.p.ctx.Err() != nil:
-				continue
-			case err != nil:
-				if a == txn.Retry || a == txn.Relocate {
-					// The retry budget ran out: the records
-					// cannot be sent in this transaction.
-					a = txn.Abortable
-				}
-				s.p.c.log.Warn("adding partitions to the transaction failed", "transactional_id", s.id, "err", err)
-				s.fail(a, err)
-				continue
-			}
-			s.mu.Lock()
-			s.m.Added(seq, tps)
-			s.startedLocked()
-			s.mu.Unlock()
-			s.p.wakePartitions(tps)
+		more := true
+		for more && s.p.ctx.Err() == nil {
+			more = s.addOnce()
 		}
+	}
+}
+
+// addOnce adds the partitions waiting to be added and reports whether
+// there were any.
+func (s *txnState) addOnce() bool {
+	select {
+	case s.addBusy <- struct{}{}:
+	case <-s.p.ctx.Done():
+		return false
+	}
+	defer func() { <-s.addBusy }()
+	s.mu.Lock()
+	tps, seq := s.m.Wanted(), s.m.Seq()
+	s.mu.Unlock()
+	if len(tps) == 0 {
+		return false
+	}
+	a, err := s.addPartitions(s.p.ctx, seq, tps)
+	switch {
+	case errors.Is(err, errTxnMovedOn) || s.p.ctx.Err() != nil:
+		return true
+	case err != nil:
+		if retried(a) {
+			// The retry budget ran out: the records cannot be
+			// sent in this transaction.
+			a = txn.Abortable
+		}
+		s.p.c.log.Warn("adding partitions to the transaction failed", "transactional_id", s.id, "err", err)
+		s.fail(a, err)
+		return true
+	}
+	s.mu.Lock()
+	s.m.Added(seq, tps)
+	s.startedLocked()
+	s.mu.Unlock()
+	s.p.wakePartitions(tps)
+	return true
+}
+
+// awaitAdds waits until no AddPartitionsToTxn is on its way (see addBusy).
+func (s *txnState) awaitAdds(ctx context.Context) error {
+	select {
+	case s.addBusy <- struct{}{}:
+		<-s.addBusy
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 

@@ -215,11 +215,13 @@ func (s *txnState) initProducerID(ctx context.Context, cur *producer.Identity) (
 }
 
 // addPartitions adds tps to transaction seq (v1, AddPartitionsToTxn). The
-// retries stop when the transaction ends meanwhile.
+// retries stop once the transaction takes no more batches (an abort
+// began): a late add would open a transaction at the coordinator that the
+// producer knows nothing of.
 func (s *txnState) addPartitions(ctx context.Context, seq uint64, tps []txn.TP) (txn.Action, error) {
 	k := coordKey{1, s.id}
 	return s.run(ctx, txn.OpAddPartitions, k, func(ctx context.Context) error {
-		if s.seq() != seq {
+		if !s.adding(seq) {
 			return txn.Wrap(txn.Abortable, errTxnMovedOn)
 		}
 		id := s.p.currentIdentity()
@@ -245,6 +247,14 @@ func (s *txnState) addPartitions(ctx context.Context, seq uint64, tps []txn.TP) 
 			},
 			func(p kmsg.AddPartitionsToTxnResponseTopicPartition) (int32, int16) { return p.Partition, p.ErrorCode })
 	})
+}
+
+// adding reports whether partitions may still be added to transaction
+// seq.
+func (s *txnState) adding(seq uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m.Seq() == seq && s.m.Sending()
 }
 
 // errTxnMovedOn stops the retries of a request for a transaction that

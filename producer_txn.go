@@ -281,6 +281,9 @@ func (p *Producer) abort(ctx context.Context) error {
 	if err := p.failUnsent(ctx, ErrTransactionAborted); err != nil {
 		return err
 	}
+	if err := s.awaitAdds(ctx); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	stale, started, needBump, canBump := s.m.StaleEpoch(), s.m.Started(), s.m.NeedBump(), s.canBump
 	if !stale && started {

@@ -238,8 +238,10 @@ func (m *Machine) CheckSend() error {
 	return m.err
 }
 
-// sending reports whether batches of the transaction may be sent: while it
-// is open and while its commit flushes them (an abort drops them).
+// Sending reports whether batches of the transaction may be sent: while
+// it is open and while its commit flushes them (an abort drops them).
+func (m *Machine) Sending() bool { return m.sending() }
+
 func (m *Machine) sending() bool {
 	return m.state == InTransaction || m.state == Committing && !m.endSent
 }
