@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -766,6 +767,15 @@ func TestTxnRetriableFaults(t *testing.T) {
 			handles[i] = fake.Fault(kf)
 		}
 		groupLookups := fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.FindCoordinator}, Group: "g", Err: kerr.CoordinatorLoadInProgress, Count: 1})
+		// And a connection that dies under the first InitProducerId,
+		// EndTxn and TxnOffsetCommit (the outcome is unknown).
+		var kills atomic.Int32
+		for _, key := range []kmsg.Key{kmsg.InitProducerID, kmsg.EndTxn, kmsg.TxnOffsetCommit} {
+			fake.ControlKey(int16(key), func(kmsg.Request) (kmsg.Response, error, bool) {
+				kills.Add(1)
+				return nil, errors.New("connection killed"), true
+			})
+		}
 		ctx := txnCtx(t)
 		p := startTxn(t, cl, id)
 		if err := p.BeginTransaction(); err != nil {
@@ -790,6 +800,9 @@ func TestTxnRetriableFaults(t *testing.T) {
 			if got := handles[i].Hits(); got != want {
 				t.Errorf("%s %s: injected %d times, want %d", f.key.Name(), f.err.Message, got, want)
 			}
+		}
+		if kills.Load() != 3 {
+			t.Errorf("%d connections killed, want 3", kills.Load())
 		}
 		if groupLookups.Hits() != 1 {
 			t.Errorf("group coordinator lookup faulted %d times", groupLookups.Hits())
