@@ -65,117 +65,129 @@ func (a Action) String() string {
 func Worst(a, b Action) Action { return max(a, b) }
 
 // Classify maps a response code of op to an action, as the Java client's
-// TransactionManager handles each response (KIP-691's classes). A code it
-// does not list is fatal for the coordinator's requests, as in Java, and
-// abortable for a record (any failed record fails its transaction).
+// TransactionManager handles each response (KIP-691's classes). A code the
+// table does not list is fatal for the coordinator's requests, as in
+// Java, and abortable for a record (any failed record fails its
+// transaction).
 func Classify(op Op, code int16) Action {
 	if code == 0 {
 		return Done
 	}
-	switch code {
-	case kafkaerr.ProducerFenced:
-		return Fenced
-	case kafkaerr.TransactionalIDAuthorizationFailed:
-		return Fatal
-	case kafkaerr.TransactionAbortable:
-		// KIP-890: the coordinator asks for an abort.
-		return Abortable
+	if a, ok := everyOp[code]; ok {
+		return a
 	}
-	switch op {
-	case OpFindCoordinator:
-		switch code {
-		case kafkaerr.CoordinatorNotAvailable, kafkaerr.CoordinatorLoadInProgress, kafkaerr.NotCoordinator, kafkaerr.RequestTimedOut:
-			return Retry
-		case kafkaerr.GroupAuthorizationFailed:
-			return Abortable
-		}
+	if int(op) >= len(byOp) {
 		return Fatal
-	case OpInitProducerID:
-		switch code {
-		case kafkaerr.NotCoordinator, kafkaerr.CoordinatorNotAvailable:
-			return Relocate
-		case kafkaerr.CoordinatorLoadInProgress, kafkaerr.ConcurrentTransactions, kafkaerr.RequestTimedOut:
-			return Retry
-		case kafkaerr.InvalidProducerEpoch:
-			// An older coordinator's word for fenced.
-			return Fenced
-		}
-		return Fatal
-	case OpAddPartitions:
-		switch code {
-		case kafkaerr.NotCoordinator, kafkaerr.CoordinatorNotAvailable:
-			return Relocate
-		case kafkaerr.ConcurrentTransactions, kafkaerr.CoordinatorLoadInProgress, kafkaerr.UnknownTopicOrPartition, kafkaerr.RequestTimedOut:
-			return Retry
-		case kafkaerr.InvalidProducerEpoch:
-			return Fenced
-		case kafkaerr.InvalidTxnState:
-			return Fatal
-		case kafkaerr.UnknownProducerID, kafkaerr.InvalidProducerIDMapping:
-			return AbortableBump
-		}
-		// TOPIC_AUTHORIZATION_FAILED, OPERATION_NOT_ATTEMPTED (beside
-		// another partition's error, which decides when it is graver)
-		// and anything unexpected: the partition is not in the
-		// transaction, which must be aborted.
-		return Abortable
-	case OpAddOffsets:
-		switch code {
-		case kafkaerr.NotCoordinator, kafkaerr.CoordinatorNotAvailable:
-			return Relocate
-		case kafkaerr.CoordinatorLoadInProgress, kafkaerr.ConcurrentTransactions, kafkaerr.RequestTimedOut:
-			return Retry
-		case kafkaerr.InvalidProducerEpoch:
-			return Fenced
-		case kafkaerr.UnknownProducerID, kafkaerr.InvalidProducerIDMapping:
-			return AbortableBump
-		case kafkaerr.GroupAuthorizationFailed:
-			return Abortable
-		}
-		return Fatal
-	case OpTxnOffsetCommit:
-		switch code {
-		case kafkaerr.NotCoordinator, kafkaerr.CoordinatorNotAvailable, kafkaerr.RequestTimedOut:
-			// The group coordinator.
-			return Relocate
-		case kafkaerr.CoordinatorLoadInProgress, kafkaerr.UnknownTopicOrPartition, kafkaerr.ConcurrentTransactions:
-			return Retry
-		case kafkaerr.InvalidProducerEpoch:
-			return Fenced
-		case kafkaerr.UnknownMemberID, kafkaerr.IllegalGeneration, kafkaerr.FencedInstanceID,
-			kafkaerr.StaleMemberEpoch, kafkaerr.GroupIDNotFound, kafkaerr.GroupAuthorizationFailed:
-			// The group moved on (KIP-447: the consumer that read
-			// these offsets no longer owns them): the offsets must
-			// not commit, and neither may the records.
-			return Abortable
-		}
-		return Fatal
-	case OpEndTxn:
-		switch code {
-		case kafkaerr.NotCoordinator, kafkaerr.CoordinatorNotAvailable:
-			return Relocate
-		case kafkaerr.CoordinatorLoadInProgress, kafkaerr.ConcurrentTransactions, kafkaerr.RequestTimedOut:
-			return Retry
-		case kafkaerr.InvalidProducerEpoch:
-			return Fenced
-		case kafkaerr.UnknownProducerID, kafkaerr.InvalidProducerIDMapping:
-			return AbortableBump
-		}
-		// INVALID_TXN_STATE and anything unexpected.
-		return Fatal
-	case OpProduce:
-		switch code {
-		case kafkaerr.ClusterAuthorizationFailed, kafkaerr.UnsupportedVersion:
-			return Fatal
-		case kafkaerr.InvalidProducerEpoch:
-			// KIP-588: from a partition leader it means the
-			// coordinator bumped the epoch (the transaction timed
-			// out, or a new producer took over). A failed record
-			// is abortable; the Machine also learns that its epoch
-			// is stale (StaleEpoch), so the abort cannot succeed.
-			return Abortable
-		}
-		return Abortable
 	}
-	return Fatal
+	t := byOp[op]
+	if a, ok := t.codes[code]; ok {
+		return a
+	}
+	return t.otherwise
+}
+
+// everyOp holds the codes that mean the same whatever the request.
+var everyOp = map[int16]Action{
+	kafkaerr.ProducerFenced:                     Fenced,
+	kafkaerr.TransactionalIDAuthorizationFailed: Fatal,
+	// KIP-890: the coordinator asks for an abort.
+	kafkaerr.TransactionAbortable: Abortable,
+}
+
+type opTable struct {
+	codes     map[int16]Action
+	otherwise Action
+}
+
+// coordinatorMoved: the request goes to the coordinator found again.
+var coordinatorMoved = map[int16]Action{
+	kafkaerr.NotCoordinator:          Relocate,
+	kafkaerr.CoordinatorNotAvailable: Relocate,
+}
+
+func with(base map[int16]Action, more map[int16]Action) map[int16]Action {
+	out := make(map[int16]Action, len(base)+len(more))
+	for c, a := range base {
+		out[c] = a
+	}
+	for c, a := range more {
+		out[c] = a
+	}
+	return out
+}
+
+// byOp is Java's handling of each request's answer; INVALID_PRODUCER_EPOCH
+// from a coordinator is an older coordinator's word for fenced.
+var byOp = [...]opTable{
+	OpFindCoordinator: {map[int16]Action{
+		kafkaerr.CoordinatorNotAvailable:   Retry,
+		kafkaerr.CoordinatorLoadInProgress: Retry,
+		kafkaerr.NotCoordinator:            Retry,
+		kafkaerr.RequestTimedOut:           Retry,
+		kafkaerr.GroupAuthorizationFailed:  Abortable,
+	}, Fatal},
+	OpInitProducerID: {with(coordinatorMoved, map[int16]Action{
+		kafkaerr.CoordinatorLoadInProgress: Retry,
+		kafkaerr.ConcurrentTransactions:    Retry,
+		kafkaerr.RequestTimedOut:           Retry,
+		kafkaerr.InvalidProducerEpoch:      Fenced,
+	}), Fatal},
+	// TOPIC_AUTHORIZATION_FAILED, OPERATION_NOT_ATTEMPTED (beside another
+	// partition's error, which decides when it is graver) and anything
+	// unexpected: the partition is not in the transaction, which must be
+	// aborted.
+	OpAddPartitions: {with(coordinatorMoved, map[int16]Action{
+		kafkaerr.ConcurrentTransactions:    Retry,
+		kafkaerr.CoordinatorLoadInProgress: Retry,
+		kafkaerr.UnknownTopicOrPartition:   Retry,
+		kafkaerr.RequestTimedOut:           Retry,
+		kafkaerr.InvalidProducerEpoch:      Fenced,
+		kafkaerr.InvalidTxnState:           Fatal,
+		kafkaerr.UnknownProducerID:         AbortableBump,
+		kafkaerr.InvalidProducerIDMapping:  AbortableBump,
+	}), Abortable},
+	OpAddOffsets: {with(coordinatorMoved, map[int16]Action{
+		kafkaerr.CoordinatorLoadInProgress: Retry,
+		kafkaerr.ConcurrentTransactions:    Retry,
+		kafkaerr.RequestTimedOut:           Retry,
+		kafkaerr.InvalidProducerEpoch:      Fenced,
+		kafkaerr.UnknownProducerID:         AbortableBump,
+		kafkaerr.InvalidProducerIDMapping:  AbortableBump,
+		kafkaerr.GroupAuthorizationFailed:  Abortable,
+	}), Fatal},
+	// To the group's coordinator. A member that moved on (KIP-447: the
+	// consumer that read the offsets no longer owns them) makes the
+	// transaction abortable: neither its offsets nor its records may
+	// commit.
+	OpTxnOffsetCommit: {with(coordinatorMoved, map[int16]Action{
+		kafkaerr.RequestTimedOut:           Relocate,
+		kafkaerr.CoordinatorLoadInProgress: Retry,
+		kafkaerr.UnknownTopicOrPartition:   Retry,
+		kafkaerr.ConcurrentTransactions:    Retry,
+		kafkaerr.InvalidProducerEpoch:      Fenced,
+		kafkaerr.UnknownMemberID:           Abortable,
+		kafkaerr.IllegalGeneration:         Abortable,
+		kafkaerr.FencedInstanceID:          Abortable,
+		kafkaerr.StaleMemberEpoch:          Abortable,
+		kafkaerr.GroupIDNotFound:           Abortable,
+		kafkaerr.GroupAuthorizationFailed:  Abortable,
+	}), Fatal},
+	// INVALID_TXN_STATE and anything unexpected are fatal.
+	OpEndTxn: {with(coordinatorMoved, map[int16]Action{
+		kafkaerr.CoordinatorLoadInProgress: Retry,
+		kafkaerr.ConcurrentTransactions:    Retry,
+		kafkaerr.RequestTimedOut:           Retry,
+		kafkaerr.InvalidProducerEpoch:      Fenced,
+		kafkaerr.UnknownProducerID:         AbortableBump,
+		kafkaerr.InvalidProducerIDMapping:  AbortableBump,
+	}), Fatal},
+	// A record: INVALID_PRODUCER_EPOCH from a partition leader means the
+	// coordinator bumped the epoch (the transaction timed out, or a new
+	// producer took over, KIP-588). A failed record is abortable; the
+	// Machine also learns that its epoch is stale (MarkStale), so the
+	// abort cannot succeed.
+	OpProduce: {map[int16]Action{
+		kafkaerr.ClusterAuthorizationFailed: Fatal,
+		kafkaerr.UnsupportedVersion:         Fatal,
+	}, Abortable},
 }
