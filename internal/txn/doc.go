@@ -4,8 +4,7 @@
 // answers moves the transaction (KIP-98, KIP-447, KIP-691, KIP-890). It does
 // no I/O, starts no goroutines and reads no clock; the producer's shell
 // (producer_txn.go, produce_txn.go and produce_txn_coord.go in package
-// riffle) calls in under
-// its own lock and acts on the answers.
+// riffle) calls in under its own lock and acts on the answers.
 //
 // # States
 //
