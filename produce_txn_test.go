@@ -524,7 +524,7 @@ func TestTxnTimeout(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Wait for the coordinator to abort it (no assertion on when).
-		waitUntil(t, 30*time.Second, func() bool { return coordTxnState(t, cl, "txn-timeout") == "Empty" },
+		waitUntil(t, 30*time.Second, func() bool { return coordTxnState(t, cl, "txn-timeout") == TransactionStateEmpty },
 			func() string { return "the coordinator never aborted the transaction" })
 		err := p.CommitTransaction(ctx)
 		t.Logf("commit after the timeout: %v", err)
@@ -539,16 +539,17 @@ func TestTxnTimeout(t *testing.T) {
 }
 
 // coordTxnState returns the coordinator's state of the transactional id
-// (ListTransactions: Ongoing, Empty, ...), "" if it lists none.
+// (TransactionStateOngoing, TransactionStateEmpty, ...), "" if it lists
+// none.
 func coordTxnState(t *testing.T, cl *Client, id string) string {
 	t.Helper()
-	resp, err := cl.Request(txnCtx(t), kmsg.NewPtrListTransactionsRequest())
+	ls, err := cl.Admin().ListTransactions(txnCtx(t), TransactionFilters{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range resp.(*kmsg.ListTransactionsResponse).TransactionStates {
-		if s.TransactionalID == id {
-			return s.TransactionState
+	for _, l := range ls {
+		if l.TransactionalID == id {
+			return l.State
 		}
 	}
 	return ""
@@ -835,7 +836,7 @@ func TestTxnCloseAborts(t *testing.T) {
 		if err := p.Close(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if st := coordTxnState(t, cl, "txn-close"); st != "Empty" {
+		if st := coordTxnState(t, cl, "txn-close"); st != TransactionStateEmpty {
 			t.Fatalf("coordinator state %q after Close", st)
 		}
 		checkRead(t, cl, "t", nil, values(rs))
