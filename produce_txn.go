@@ -82,12 +82,6 @@ func (s *txnState) changedLocked() {
 	}
 }
 
-func (s *txnState) seq() uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.m.Seq()
-}
-
 func (s *txnState) isV2() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
