@@ -842,3 +842,85 @@ func TestTxnCloseAborts(t *testing.T) {
 		checkRead(t, cl, "t", nil, values(rs))
 	})
 }
+
+// Errors the coordinators answer are classified as the Java client does:
+// an authorization failure on the transactional id is fatal (every later
+// call fails at once), one on the group is abortable (abort, carry on).
+func TestTxnCoordinatorErrors(t *testing.T) {
+	forModes(t, func(t *testing.T, mode txnMode) {
+		t.Run("InitProducerId fatal", func(t *testing.T) {
+			fake, cl, _ := txnCluster(t, mode, "t")
+			fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.InitProducerID}, TxnID: "denied", Err: kerr.TransactionalIDAuthorizationFailed})
+			ctx := txnCtx(t)
+			p, err := NewProducer(cl, TransactionalID("denied"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close(ctx)
+			err = p.InitTransactions(ctx)
+			if !errors.Is(err, ErrTransactionFatal) || !errors.Is(err, ErrTransactionalIDAuthorization) {
+				t.Fatalf("InitTransactions: %v", err)
+			}
+			if err := p.InitTransactions(ctx); !errors.Is(err, ErrTransactionalIDAuthorization) {
+				t.Fatalf("InitTransactions again: %v", err)
+			}
+			if err := p.BeginTransaction(); !errors.Is(err, ErrTransactionalIDAuthorization) {
+				t.Fatalf("begin: %v", err)
+			}
+		})
+		t.Run("EndTxn fatal", func(t *testing.T) {
+			fake, cl, _ := txnCluster(t, mode, "t")
+			ctx := txnCtx(t)
+			p := startTxn(t, cl, "end-denied")
+			fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, TxnID: "end-denied", Err: kerr.TransactionalIDAuthorizationFailed})
+			if err := p.BeginTransaction(); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.ProduceSync(ctx, recs("t", "x", 3)...); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.CommitTransaction(ctx); !errors.Is(err, ErrTransactionFatal) || !errors.Is(err, ErrTransactionalIDAuthorization) {
+				t.Fatalf("commit: %v", err)
+			}
+			if err := p.ProduceSync(ctx, recs("t", "y", 1)...); !errors.Is(err, ErrTransactionFatal) {
+				t.Fatalf("produce after a fatal error: %v", err)
+			}
+			if err := p.AbortTransaction(ctx); !errors.Is(err, ErrTransactionFatal) {
+				t.Fatalf("abort after a fatal error: %v", err)
+			}
+		})
+		t.Run("TxnOffsetCommit abortable", func(t *testing.T) {
+			fake, cl, _ := txnCluster(t, mode, "t")
+			ctx := txnCtx(t)
+			p := startTxn(t, cl, "group-denied")
+			fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.TxnOffsetCommit}, Group: "g", Err: kerr.GroupAuthorizationFailed})
+			if err := p.BeginTransaction(); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.ProduceSync(ctx, recs("t", "x", 3)...); err != nil {
+				t.Fatal(err)
+			}
+			offsets := map[TopicPartition]OffsetAndMetadata{{"t", 0}: {Offset: 1, LeaderEpoch: -1}}
+			err := p.SendOffsetsToTransaction(ctx, offsets, GroupMetadata{GroupID: "g", GenerationID: -1})
+			if !errors.Is(err, ErrTransactionAbortable) || !errors.Is(err, KafkaErrorForCode(kerr.GroupAuthorizationFailed.Code)) {
+				t.Fatalf("offsets: %v", err)
+			}
+			if err := p.AbortTransaction(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.BeginTransaction(); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.ProduceSync(ctx, recs("t", "y", 3)...); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.SendOffsetsToTransaction(ctx, offsets, GroupMetadata{GroupID: "g", GenerationID: -1}); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.CommitTransaction(ctx); err != nil {
+				t.Fatal(err)
+			}
+			checkRead(t, cl, "t", values(recs("t", "y", 3)), append(values(recs("t", "x", 3)), values(recs("t", "y", 3))...))
+		})
+	})
+}

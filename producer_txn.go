@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/riffle-go/riffle/internal/kafkaerr"
 	"github.com/riffle-go/riffle/internal/producer"
 	"github.com/riffle-go/riffle/internal/txn"
 )
@@ -13,8 +14,8 @@ import (
 // Transaction errors. Every error of a transactional call matches
 // ErrTransactionState (a call the state does not allow), or one of the
 // classes ErrTransactionAbortable and ErrTransactionFatal, which wrap the
-// cause (errors.Is reaches the Kafka error, e.g. ErrProducerFenced or
-// KafkaErrorForCode(53) for TRANSACTIONAL_ID_AUTHORIZATION_FAILED), or an
+// cause (errors.Is reaches it, e.g. ErrProducerFenced,
+// ErrTransactionalIDAuthorization or any Kafka error), or an
 // error that left the call's outcome unknown (the context ended, the
 // retry budget ran out): the same call may then be made again.
 var (
@@ -48,6 +49,11 @@ var (
 	// ErrTransactionAborted: the record was not written because its
 	// transaction was aborted (its callback gets it).
 	ErrTransactionAborted = txn.ErrAborted
+	// ErrTransactionalIDAuthorization is
+	// TRANSACTIONAL_ID_AUTHORIZATION_FAILED: the principal may not use
+	// the transactional id. Fatal (it comes wrapped in
+	// ErrTransactionFatal).
+	ErrTransactionalIDAuthorization = kafkaerr.ForCode(kafkaerr.TransactionalIDAuthorizationFailed)
 )
 
 // GroupMetadata identifies a consumer group member for
