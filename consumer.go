@@ -213,6 +213,24 @@ func (cs *Consumer) Commit(ctx context.Context) error {
 	return cs.member.commits.commitSync(ctx, offs, metas, own)
 }
 
+// GroupMetadata returns the consumer's current group membership, for
+// Producer.SendOffsetsToTransaction (Java's groupMetadata()): the group,
+// the generation (classic protocol) or member epoch (KIP-848), the member
+// id and the static instance id. It changes with every rebalance, so read
+// it when sending the offsets, not once. Without a group it returns a
+// GroupMetadata with an empty GroupID and GenerationID -1; while the member
+// is joining, the generation is -1 and a transaction sending offsets with
+// it is refused by the coordinator (abortable).
+func (cs *Consumer) GroupMetadata() GroupMetadata {
+	m := cs.member
+	if m == nil {
+		return GroupMetadata{GenerationID: -1}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return GroupMetadata{GroupID: m.cfg.id, GenerationID: m.generation, MemberID: m.memberID, GroupInstanceID: m.cfg.instanceID}
+}
+
 // CommitOffsets synchronously commits the given offsets (the next offset to
 // consume, per partition) for the group. After Close it returns
 // ErrConsumerClosed at once.

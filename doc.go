@@ -18,7 +18,10 @@
 //
 //   - a Producer writes records, idempotently by default: batched per
 //     partition, with a callback per record (Produce) or waiting for them
-//     (ProduceSync);
+//     (ProduceSync); with TransactionalID it writes them in transactions
+//     (BeginTransaction, CommitTransaction, AbortTransaction), together
+//     with consumed offsets (SendOffsetsToTransaction) for exactly-once
+//     consume-transform-produce;
 //   - a Consumer reads the partitions given to Assign, or joins a consumer
 //     group (ConsumerGroup, SubscribeTopics) and reads what the group
 //     assigns it; a handler runs per record or per batch, each partition on

@@ -667,7 +667,7 @@ func (m *member) revoke(ctx context.Context, tps []TopicPartition) {
 		// out of pos: they are lost, not committed.
 		m.groupError(fmt.Errorf("revoke timeout %v: %w (a handler's partition is treated as lost, not committed; a processor's commits stop below its running records)", m.cfg.revokeTimeout, err))
 	}
-	if len(pos) > 0 {
+	if len(pos) > 0 && !m.cfg.noCommits {
 		cctx, ccancel := context.WithTimeout(ctx, m.cfg.revokeTimeout)
 		if err := m.commits.commitSync(cctx, pos, metas, own); err != nil && ctx.Err() == nil {
 			m.cs.c.log.Warn("commit on revoke failed", "group", m.cfg.id, "err", err)
@@ -841,6 +841,9 @@ func (m *member) commitFinal(ctx context.Context, pos map[TopicPartition]int64, 
 		close(m.closingReady)
 	}
 	m.mu.Unlock()
+	if m.cfg.noCommits {
+		return nil
+	}
 	giveUp := time.Now().Add(m.cfg.rebalanceTimeout)
 	wait := 20 * time.Millisecond
 	for {

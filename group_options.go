@@ -42,6 +42,7 @@ type groupConfig struct {
 	heartbeatInterval time.Duration
 	instanceID        string
 	autoCommit        bool
+	noCommits         bool // DisableCommits: not on revoke or close either
 	autoCommitEvery   time.Duration
 	commitMetadata    string
 	revokeTimeout     time.Duration
@@ -134,9 +135,22 @@ func AutoCommitInterval(d time.Duration) ConsumerOption {
 }
 
 // DisableAutoCommit turns off periodic commits (revoke and close still
-// commit finished work unless you commit yourself; see Consumer.Commit).
+// commit finished work; see Consumer.Commit, and DisableCommits to turn
+// those off too).
 func DisableAutoCommit() ConsumerOption {
 	return func(c *consumerConfig) { c.group.autoCommit = false }
+}
+
+// DisableCommits makes the consumer commit nothing by itself: no
+// periodic commits, and none on revoke or Close (Commit and CommitOffsets
+// still commit when called). Use it when the offsets are committed
+// elsewhere, above all by a transactional producer
+// (Producer.SendOffsetsToTransaction): a commit of its own would record
+// records as done whose transaction may still abort. Commit the open
+// transaction in OnPartitionsRevoked, which runs once the revoked
+// partitions' handlers finished and before another member can get them.
+func DisableCommits() ConsumerOption {
+	return func(c *consumerConfig) { c.group.autoCommit, c.group.noCommits = false, true }
 }
 
 // CommitMetadata is the metadata string stored with every commit.

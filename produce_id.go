@@ -60,6 +60,12 @@ func (s *idState) stopped() error {
 }
 
 func (p *Producer) requestBump() {
+	if p.txn != nil {
+		// A transactional producer bumps when the transaction is
+		// aborted (which the failure behind this makes necessary);
+		// meanwhile it pins no new batches.
+		p.txn.requireBump()
+	}
 	p.id.mu.Lock()
 	p.id.bumping = true
 	p.id.mu.Unlock()
@@ -86,6 +92,9 @@ func (p *Producer) idLoop() {
 		ready, bumping, cur := p.id.ready, p.id.bumping, p.id.id
 		p.id.mu.Unlock()
 		switch {
+		case p.txn != nil:
+			// InitTransactions obtains the id, the transactions'
+			// ends bump the epoch.
 		case !ready:
 			id, err := p.initProducerID(nil)
 			if err != nil {

@@ -185,6 +185,9 @@ func (s *partState) sealLocked() *pbatch {
 		b.sealErr = fmt.Errorf("%s[%d]: compressing batch: %w", s.topic.name, s.id, err)
 		return b
 	}
+	if s.p.txn != nil {
+		enc.SetTransactional(true)
+	}
 	b.enc = enc
 	b.wireBytes = len(enc.Bytes())
 	s.seq.Add(&producer.Batch{Records: int32(len(recs)), Payload: b})

@@ -161,6 +161,12 @@ func (s *sink) sendOnce() bool {
 			part.mu.Unlock()
 			continue
 		}
+		if s.p.txn != nil && !s.p.txn.mayPin(part) {
+			// Not in the transaction yet (v1: it is being added, and
+			// woken then), or the transaction takes no more batches.
+			part.mu.Unlock()
+			continue
+		}
 		// Read the identity under the partition lock: the epoch bump
 		// checks quiescence under the same lock, so a batch is never
 		// numbered with an identity that is being replaced.
@@ -170,6 +176,9 @@ func (s *sink) sendOnce() bool {
 			pb := b.Payload.(*pbatch)
 			if s.p.cfg.idempotent {
 				pb.enc.SetProducer(b.ID.ID, b.ID.Epoch, b.Seq)
+			}
+			if s.p.txn != nil {
+				s.p.txn.wrote(part)
 			}
 			items = append(items, sentItem{part, b, epoch})
 			size += len(pb.enc.Bytes())
@@ -214,6 +223,9 @@ func (p *Producer) buildRequest(items []sentItem) *kmsg.ProduceRequest {
 	req := kmsg.NewPtrProduceRequest()
 	req.Acks = int16(p.cfg.acks)
 	req.TimeoutMillis = int32(p.cfg.produceTimeout.Milliseconds())
+	if p.txn != nil {
+		req.TransactionID = &p.cfg.transactionalID
+	}
 	idx := map[string]int{}
 	for _, it := range items {
 		t := topicEntry(&req.Topics, idx, it.part.topic.name, func(name string) kmsg.ProduceRequestTopic {
@@ -301,6 +313,11 @@ func (p *Producer) complete(node int32, it sentItem, pr *kmsg.ProduceResponse, r
 		p.finish(res.Failed.Payload.(*pbatch), name, part.id, -1, err)
 	case res.Failed != nil:
 		p.finish(res.Failed.Payload.(*pbatch), name, part.id, -1, fmt.Errorf("%s[%d]: %w", name, part.id, perr))
+	}
+	if p.txn != nil && res.NeedBump && res.Failed == nil && perr != nil {
+		// The batch waits for a new epoch (INVALID_PRODUCER_EPOCH,
+		// KIP-360 cases): in a transaction that fails it.
+		p.txn.recordFailed(fmt.Errorf("%s[%d]: %w", name, part.id, perr))
 	}
 	if res.NeedBump {
 		p.requestBump()

@@ -49,6 +49,12 @@ var (
 // the producing goroutine, and sent by one sender per broker with up to 5
 // requests in flight per partition. Every record's callback fires exactly
 // once, with nil or the error that stopped it.
+//
+// With TransactionalID the producer is transactional: after
+// InitTransactions, records are produced between BeginTransaction and
+// CommitTransaction or AbortTransaction, and read_committed consumers see
+// a transaction's records, and the offsets sent with it, all at once or
+// never.
 type Producer struct {
 	c   *Client
 	cl  *cluster.Cluster
@@ -67,7 +73,8 @@ type Producer struct {
 	sinksMu sync.Mutex
 	sinks   map[int32]*sink
 
-	id idState
+	id  idState
+	txn *txnState // nil unless TransactionalID
 
 	dataLoss []DataLossHook
 	written  []BatchWrittenHook
@@ -102,6 +109,10 @@ func NewProducer(c *Client, opts ...ProducerOption) (*Producer, error) {
 		}
 	}
 	p.life.Go(p.idLoop, p.expireLoop)
+	if cfg.transactionalID != "" {
+		p.txn = newTxnState(p)
+		p.life.Go(p.txn.addLoop)
+	}
 	return p, nil
 }
 
@@ -135,6 +146,14 @@ type pbatch struct {
 // The producer reads rec's fields until fn is called; do not modify them.
 // Once Close was called, fn is called at once with ErrProducerClosed (and
 // with ErrClientClosed once the Client is closed).
+//
+// On a transactional producer (TransactionalID) a record belongs to the
+// open transaction; produced outside one (before BeginTransaction, or
+// once CommitTransaction or AbortTransaction began), fn gets
+// ErrTransactionState at once, and after an abortable or fatal error
+// that error. A record of the transaction that fails makes the
+// transaction abortable (CommitTransaction then fails); records of an
+// aborted transaction that were not written get ErrTransactionAborted.
 func (p *Producer) Produce(ctx context.Context, rec *Record, fn func(*Record, error)) {
 	p.produce(ctx, rec, fn, false)
 }
@@ -155,8 +174,17 @@ func (p *Producer) produce(ctx context.Context, rec *Record, fn func(*Record, er
 		fn(rec, err)
 		return
 	}
+	var gate uint64
+	if p.txn != nil {
+		g, err := p.txn.admit()
+		if err != nil {
+			fn(rec, err)
+			return
+		}
+		gate = g
+	}
 	if rec.Topic == "" {
-		fn(rec, fmt.Errorf("%w: producer: record without a topic", errs.ErrConfig))
+		p.failAdmitted(rec, fn, fmt.Errorf("%w: producer: record without a topic", errs.ErrConfig))
 		return
 	}
 	if rec.Timestamp.IsZero() {
@@ -165,14 +193,24 @@ func (p *Producer) produce(ctx context.Context, rec *Record, fn func(*Record, er
 	br := toBatchRecord(rec)
 	encSize := batch.EncodedSize(&br)
 	if encSize > p.cfg.maxBatchBytes {
-		fn(rec, fmt.Errorf("topic %s: %w: %d bytes encoded (MaxBatchBytes %d)", rec.Topic, ErrRecordTooLarge, encSize, p.cfg.maxBatchBytes))
+		p.failAdmitted(rec, fn, fmt.Errorf("topic %s: %w: %d bytes encoded (MaxBatchBytes %d)", rec.Topic, ErrRecordTooLarge, encSize, p.cfg.maxBatchBytes))
 		return
 	}
 	size := rec.size()
 	gen, err := p.buf.acquire(ctx, int64(size), p.cfg.failFast)
 	if err != nil {
-		fn(rec, err)
+		p.failAdmitted(rec, fn, err)
 		return
+	}
+	if p.txn != nil {
+		// The record now counts in a flush generation: make sure its
+		// transaction still takes records, so that a commit that began
+		// meanwhile either waits for it or never sees it.
+		if err := p.txn.readmit(gate); err != nil {
+			p.buf.releaseOne(int64(size), gen)
+			fn(rec, err)
+			return
+		}
 	}
 	ts, err := p.topic(ctx, rec.Topic)
 	if err == nil && encSize > ts.maxBatch {
@@ -184,7 +222,7 @@ func (p *Producer) produce(ctx context.Context, rec *Record, fn func(*Record, er
 	}
 	if err != nil {
 		p.buf.releaseOne(int64(size), gen)
-		fn(rec, err)
+		p.failAdmitted(rec, fn, err)
 		return
 	}
 	part.append(pendingRecord{rec: rec, fn: fn, size: size, bound: batch.RecordSizeBound(&br), gen: gen}, sync)
@@ -243,7 +281,23 @@ func (p *Producer) Flush(ctx context.Context) error {
 	return p.flush(ctx)
 }
 
-func (p *Producer) flush(ctx context.Context) error {
+// failAdmitted fails a record that was admitted to the producer (and to
+// its transaction, which a failed record makes abortable).
+func (p *Producer) failAdmitted(rec *Record, fn func(*Record, error), err error) {
+	if p.txn != nil {
+		p.txn.recordFailed(err)
+	}
+	fn(rec, err)
+}
+
+func (p *Producer) flush(ctx context.Context) error { return p.flushUntil(ctx, nil) }
+
+// errTxnFailed: the transaction a flush waited for entered an error state.
+var errTxnFailed = errors.New("the transaction failed")
+
+// flushUntil flushes like Flush; it gives up with errTxnFailed when stop
+// closes (a commit stops waiting for records once its transaction failed).
+func (p *Producer) flushUntil(ctx context.Context, stop <-chan struct{}) error {
 	mark := p.buf.flushMark()
 	for {
 		for _, ts := range *p.topics.Load() {
@@ -257,6 +311,8 @@ func (p *Producer) flush(ctx context.Context) error {
 		}
 		select {
 		case <-ch:
+		case <-stop:
+			return errTxnFailed
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -276,7 +332,12 @@ func (p *Producer) Close(ctx context.Context) error {
 		return p.life.AwaitDone(ctx)
 	}
 	defer p.life.Finish()
-	ferr := p.flush(ctx)
+	var ferr error
+	if p.txn != nil {
+		ferr = p.closeTxn(ctx)
+	} else {
+		ferr = p.flush(ctx)
+	}
 	p.life.Stop()
 	p.life.Wait()
 	for _, ts := range *p.topics.Load() {
@@ -440,6 +501,11 @@ func (t *topicState) pick(p *Producer, rec *Record) (*partState, error) {
 func (p *Producer) finish(b *pbatch, topic string, partition int32, baseOffset int64, err error) {
 	if b.done.Swap(true) {
 		return
+	}
+	if err != nil && p.txn != nil {
+		// Before the buffer is released: a commit waiting for these
+		// records sees the transaction failed when they are done.
+		p.txn.recordFailed(err)
 	}
 	var bytes int64
 	// Records of a batch mostly share one flush generation: count them

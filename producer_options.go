@@ -2,6 +2,7 @@ package riffle
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/riffle-go/riffle/internal/batch"
@@ -65,6 +66,8 @@ type producerConfig struct {
 	stopOnDataLoss     bool
 	hooks              []ProducerHook
 	maxRequestBytes    int
+	transactionalID    string
+	txnTimeout         time.Duration
 }
 
 func defaultProducerConfig() producerConfig {
@@ -81,6 +84,7 @@ func defaultProducerConfig() producerConfig {
 		maxInflight:        5,
 		produceTimeout:     30 * time.Second,
 		maxRequestBytes:    16 << 20,
+		txnTimeout:         60 * time.Second,
 	}
 }
 
@@ -89,6 +93,10 @@ func (c *producerConfig) validate(requestTimeout time.Duration) error {
 		return fmt.Errorf("%w: producer: "+format, append([]any{errs.ErrConfig}, args...)...)
 	}
 	switch {
+	case c.transactionalID != "" && !c.idempotent:
+		return bad("a transactional producer is idempotent: TransactionalID cannot be used with DisableIdempotence")
+	case c.transactionalID != "" && c.acks != AcksAll:
+		return bad("a transactional producer needs acks=all (got acks=%d)", c.acks)
 	case c.acks != AcksAll && c.acks != AcksLeader && c.acks != AcksNone:
 		return bad("acks %d is not -1 (all), 0 or 1", c.acks)
 	case c.idempotent && c.acks != AcksAll:
@@ -114,6 +122,8 @@ func (c *producerConfig) validate(requestTimeout time.Duration) error {
 	case c.deliveryTimeout < c.linger+requestTimeout:
 		// Java's rule: a record must get at least one full attempt.
 		return bad("delivery timeout %v below linger + request timeout (%v)", c.deliveryTimeout, c.linger+requestTimeout)
+	case c.txnTimeout < time.Millisecond || c.txnTimeout > math.MaxInt32*time.Millisecond:
+		return bad("transaction timeout %v out of range (1 ms to %v)", c.txnTimeout, math.MaxInt32*time.Millisecond)
 	}
 	return nil
 }
@@ -192,6 +202,37 @@ func StopOnDataLoss() ProducerOption { return func(c *producerConfig) { c.stopOn
 // WithProducerHooks adds producer hooks (DataLossHook, BatchWrittenHook).
 func WithProducerHooks(hooks ...ProducerHook) ProducerOption {
 	return func(c *producerConfig) { c.hooks = append(c.hooks, hooks...) }
+}
+
+// TransactionalID makes the producer transactional (Java's
+// transactional.id): its records are written in transactions that
+// read_committed consumers see whole or not at all, together with the
+// consumer offsets sent with SendOffsetsToTransaction. A transactional
+// producer is idempotent with acks=all (combining it with
+// DisableIdempotence or another Acknowledgements is a configuration
+// error); InitTransactions must run before the first transaction, and
+// every record must be produced between BeginTransaction and
+// CommitTransaction or AbortTransaction.
+//
+// The id names the producer across restarts: InitTransactions fences any
+// earlier producer with the same id (its later writes fail with
+// ErrProducerFenced) and aborts its open transaction. Give each
+// independent producer its own id; since KIP-447 one transactional
+// producer per process serves every partition of a consumer group, its
+// offsets fenced by the group's generation (see GroupMetadata).
+func TransactionalID(id string) ProducerOption {
+	return func(c *producerConfig) { c.transactionalID = id }
+}
+
+// TransactionTimeout is how long a transaction may stay open before the
+// transaction coordinator aborts it (Java's transaction.timeout.ms, default
+// 60 s). It must not exceed the brokers' transaction.max.timeout.ms
+// (15 minutes by default): InitTransactions then fails fatally with
+// INVALID_TRANSACTION_TIMEOUT. A transaction aborted by the coordinator
+// fails the producer's next operation fatally (see CommitTransaction).
+// Without TransactionalID it has no effect.
+func TransactionTimeout(d time.Duration) ProducerOption {
+	return func(c *producerConfig) { c.txnTimeout = d }
 }
 
 // ProducerHook is any value implementing DataLossHook and/or

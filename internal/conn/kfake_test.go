@@ -18,6 +18,7 @@ import (
 	"github.com/riffle-go/riffle/internal/wire"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 )
 
 // newKfake starts a one-broker kfake cluster with topic "t" (3 partitions)
@@ -507,5 +508,25 @@ func TestKfakeObserver(t *testing.T) {
 	}
 	if all := obs.snapshot(); all[len(all)-1].kind != "disconnected" {
 		t.Errorf("last event is %q, want disconnected", all[len(all)-1].kind)
+	}
+}
+
+// The finalized feature levels of ApiVersions are kept: a 4.x cluster
+// finalizes transaction.version 2 (KIP-890), a 3.9 one none.
+func TestKfakeFeatures(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []kfake.Opt
+		want int16
+	}{
+		{"stable", nil, 2},
+		{"3.9", []kfake.Opt{kfake.MaxVersions(kversion.V3_9_0())}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := mustDial(t, testConfig(), newKfake(t, tc.opts...))
+			if got := c.Versions().Feature("transaction.version"); got != tc.want {
+				t.Fatalf("transaction.version %d, want %d", got, tc.want)
+			}
+		})
 	}
 }

@@ -16,6 +16,9 @@ type Versions struct {
 	min   [maxKey]int16
 	max   [maxKey]int16
 	caps  map[int16]int16
+	// features are the cluster's finalized feature levels the broker
+	// reported (KIP-584), e.g. transaction.version; nil if none.
+	features map[string]int16
 }
 
 func newVersions(resp *kmsg.ApiVersionsResponse, caps map[int16]int16) Versions {
@@ -29,8 +32,22 @@ func newVersions(resp *kmsg.ApiVersionsResponse, caps map[int16]int16) Versions 
 		v.min[k.ApiKey] = k.MinVersion
 		v.max[k.ApiKey] = k.MaxVersion
 	}
+	if resp.FinalizedFeaturesEpoch >= 0 {
+		// Epoch -1: the broker has not learned the cluster's levels.
+		for _, f := range resp.FinalizedFeatures {
+			if v.features == nil {
+				v.features = map[string]int16{}
+			}
+			v.features[f.Name] = f.MaxVersionLevel
+		}
+	}
 	return v
 }
+
+// Feature returns the finalized level of a cluster feature as the broker
+// reported it in ApiVersions (KIP-584), 0 when it reported none: e.g.
+// transaction.version 2 enables KIP-890 transactions.
+func (v *Versions) Feature(name string) int16 { return v.features[name] }
 
 // Max returns the version to use for key given our own maximum, and false
 // when there is none both sides support.
