@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/riffle-go/riffle/internal/txn"
@@ -134,6 +135,10 @@ type eos struct {
 	token chan struct{}
 	wake  chan struct{} // wakes loop
 
+	// For tests: transactions committed (and of them, by a revoke with
+	// inputs handled), and aborted.
+	commits, revokeCommits, aborts atomic.Int64
+
 	mu        sync.Mutex
 	seq       uint64        // the current transaction; chunks of an earlier one record nothing
 	open      bool          // chunks may start
@@ -148,7 +153,7 @@ type eos struct {
 	failed    error     // a handler's error: the transaction aborts
 	fatal     error     // the producer failed for good
 	closed    bool      // Close ended the last transaction
-	aborts    int       // consecutive aborts caused by failures, for the backoff
+	failures  int       // consecutive aborts caused by failures, for the backoff
 	holdUntil time.Time // no transaction begins before (backoff)
 	rewindDue bool      // an abort happened: rewind before the next begins
 }
@@ -444,7 +449,7 @@ func (e *eos) end(ctx context.Context, commit bool) error {
 		e.mu.Unlock()
 		return nil
 	}
-	failure := e.failed != nil
+	failure, inputs := e.failed != nil, e.handled > 0
 	switch {
 	case e.ending != endNone:
 		commit = e.ending == endCommit
@@ -480,7 +485,7 @@ func (e *eos) end(ctx context.Context, commit bool) error {
 	err := e.retry(ctx, func(ctx context.Context) error { return e.p.AbortTransaction(ctx) })
 	switch {
 	case err == nil:
-		e.aborted(failure)
+		e.aborted(failure, inputs)
 		return nil
 	case errors.Is(err, ErrTransactionState) && e.p.txnState() == txn.Committing:
 		// The commit may have reached the coordinator (a revoke's or
@@ -596,21 +601,25 @@ func (e *eos) committed(offs map[TopicPartition]eosPos) {
 		c.committed[tp] = pos.offset
 		c.mu.Unlock()
 	}
+	e.commits.Add(1)
 	e.mu.Lock()
 	e.resetLocked()
-	e.aborts = 0
+	e.failures = 0
 	e.mu.Unlock()
 }
 
 // aborted records an abort: the partitions are rewound to their committed
 // positions before the next transaction begins (once no chunk of the
 // aborted one runs), and after a backoff if a failure caused the abort.
-func (e *eos) aborted(failure bool) {
+func (e *eos) aborted(failure, inputs bool) {
+	if inputs {
+		e.aborts.Add(1)
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if failure {
-		e.aborts++
-		e.holdUntil = time.Now().Add(e.cs.c.cfg.retryBackoff.Delay(e.aborts, rand.Float64()))
+		e.failures++
+		e.holdUntil = time.Now().Add(e.cs.c.cfg.retryBackoff.Delay(e.failures, rand.Float64()))
 	}
 	e.rewindDue = true
 	e.resetLocked()
@@ -732,7 +741,14 @@ func (e *eos) revoke(ctx context.Context, tps []TopicPartition) error {
 		e.cs.member.groupError(fmt.Errorf("revoke timeout %v: %w (the transaction aborts: the outputs of a handler still running must not commit)", e.cs.cfg.group.revokeTimeout, errors.Join(herr, rerr)))
 	}
 	cctx, ccancel := context.WithTimeout(ctx, e.cs.cfg.group.revokeTimeout)
+	e.mu.Lock()
+	handled := e.handled > 0
+	e.mu.Unlock()
+	commits := e.commits.Load()
 	err := e.end(cctx, herr == nil && rerr == nil)
+	if handled && e.commits.Load() > commits {
+		e.revokeCommits.Add(1)
+	}
 	ccancel()
 	e.resume()
 	if err != nil && ctx.Err() == nil {

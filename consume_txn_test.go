@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"sort"
@@ -270,4 +271,98 @@ func TestExactlyOnceHandlerErrorAborts(t *testing.T) {
 		}
 		t.Logf("%d inputs delivered again, %d outputs aborted", again, aborted)
 	})
+}
+
+// Rebalances while transactions are open: members join and leave (Close)
+// as the inputs flow, so partitions are revoked with inputs handled in
+// the open transaction, which must commit before they move (eager: every
+// partition; cooperative and KIP-848: those that move). A read_committed
+// reader sees every input's outputs exactly once.
+func TestExactlyOnceRebalance(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		balancer GroupBalancer
+		proto    GroupProtocol
+	}{
+		{"eager", RangeBalancer(), GroupProtocolClassic},
+		{"cooperative", CooperativeStickyBalancer(), GroupProtocolClassic},
+		{"kip848", CooperativeStickyBalancer(), GroupProtocolConsumer},
+	} {
+		t.Run(tc.name, func(t *testing.T) { runEOSRebalance(t, tc.balancer, tc.proto) })
+	}
+}
+
+func runEOSRebalance(t *testing.T, b GroupBalancer, proto GroupProtocol) {
+	const n = 3000
+	r := newEOSRig(t, txnModes[1], 6, n)
+	var revokedWhileOpen atomic.Int64
+	type running struct {
+		cs *Consumer
+		id int
+	}
+	var members []running
+	next := 0
+	start := func() {
+		id := next
+		next++
+		cs, _ := r.eosMember(fmt.Sprintf("eos-%d", id), CommitEvery{Interval: 300 * time.Millisecond},
+			func(ctx context.Context, p *Producer, rec *Record) error {
+				// Work that takes time, so rebalances find
+				// transactions with inputs in them.
+				select {
+				case <-time.After(time.Duration(8+rand.IntN(5)) * time.Millisecond):
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+				transform(ctx, p, rec)
+				return nil
+			},
+			Balancers(b), WithGroupProtocol(proto),
+			OnPartitionsRevoked(func(_ context.Context, tps []TopicPartition) { t.Logf("member %d revoked %v", id, tps) }),
+			OnPartitionsLost(func(_ context.Context, tps []TopicPartition) { t.Logf("member %d lost %v", id, tps) }),
+			OnGroupError(func(err error) { t.Logf("member %d: %v", id, err) }),
+		)
+		members = append(members, running{cs, id})
+	}
+	stop := func(i int) {
+		m := members[i]
+		members = append(members[:i:i], members[i+1:]...)
+		revokedWhileOpen.Add(m.cs.eos.revokeCommits.Load())
+		closeEOS(t, m.cs)
+		t.Logf("member %d closed: %d transactions committed (%d by a revoke with inputs in it), %d aborted",
+			m.id, m.cs.eos.commits.Load(), m.cs.eos.revokeCommits.Load(), m.cs.eos.aborts.Load())
+	}
+	describe := func() string {
+		var b strings.Builder
+		for _, m := range members {
+			fmt.Fprintf(&b, "member %d: %s\n", m.id, statsString(m.cs))
+		}
+		return b.String()
+	}
+	progress := func(frac int) {
+		waitUntil(t, 60*time.Second, func() bool { return r.committed() >= n*frac/6 }, func() string {
+			return fmt.Sprintf("%d of %d inputs committed, want %d/6\n%s", r.committed(), n, frac, describe())
+		})
+	}
+	start()
+	progress(1)
+	start() // joins: the first gives partitions up
+	progress(2)
+	start()
+	progress(3)
+	stop(0) // leaves: its partitions move to the others
+	progress(4)
+	start()
+	stop(0)
+	progress(5)
+	r.awaitCommitted(60*time.Second, describe)
+	for len(members) > 0 {
+		stop(0)
+	}
+	if aborted := r.checkExactlyOnce(); aborted > 0 {
+		t.Logf("%d outputs aborted", aborted)
+	}
+	if revokedWhileOpen.Load() == 0 {
+		t.Error("no revoke found a transaction with inputs in it: the test did not rebalance mid-transaction")
+	}
 }
