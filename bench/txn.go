@@ -161,7 +161,7 @@ func txnProduceFranz(ctx context.Context, spec txnSpec, c *txnCounts, _ *noteSet
 			cl.Produce(ctx, &kgo.Record{Topic: spec.topic, Key: spec.key(i), Value: spec.values.at(i)}, cb)
 		}
 		if err := cl.Flush(ctx); err != nil {
-			return fmt.Errorf("Flush: %w", err)
+			return fmt.Errorf("flushing: %w", err)
 		}
 		if c.produced.failed.Load() != failed {
 			// A record failed: committing would commit the others
@@ -367,10 +367,11 @@ func txnCTPRiffle(ctx context.Context, spec txnSpec, c *txnCounts, notes *noteSe
 
 // txnCTPFranz: kgo.NewGroupTransactSession (the consumer and the
 // transactional producer on one client, which aborts a transaction that
-// a rebalance overlapped), read_committed, RequireStableFetchOffsets,
-// linger 5 ms, no compression; per transaction PollRecords(-per-txn),
-// Begin, Produce one output per input, End(TryCommit), which flushes,
-// commits the polled offsets in the transaction and commits it.
+// a rebalance overlapped), read_committed (kgo group consumers always
+// fetch offsets with RequireStable), linger 5 ms, no compression; per
+// transaction PollRecords(-per-txn), Begin, Produce one output per input,
+// End(TryCommit), which flushes, commits the polled offsets in the
+// transaction and commits it.
 func txnCTPFranz(ctx context.Context, spec txnSpec, c *txnCounts, notes *noteSet) error {
 	sess, err := kgo.NewGroupTransactSession(
 		kgo.SeedBrokers(spec.addr),
@@ -379,7 +380,6 @@ func txnCTPFranz(ctx context.Context, spec txnSpec, c *txnCounts, notes *noteSet
 		kgo.ConsumeTopics(spec.input),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.RequireStableFetchOffsets(),
 		kgo.ProducerLinger(produceLinger),
 		kgo.ProducerBatchCompression(kgo.NoCompression()),
 	)
@@ -400,14 +400,14 @@ func txnCTPFranz(ctx context.Context, spec txnSpec, c *txnCounts, notes *noteSet
 			continue
 		}
 		if err := sess.Begin(); err != nil {
-			return fmt.Errorf("Begin: %w", err)
+			return fmt.Errorf("beginning a transaction: %w", err)
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			sess.Produce(ctx, &kgo.Record{Topic: spec.topic, Key: r.Key, Value: ctpValue(r.Partition, r.Offset, r.Value)}, cb)
 		})
 		committed, err := sess.End(ctx, kgo.TryCommit)
 		if err != nil {
-			return fmt.Errorf("End: %w", err)
+			return fmt.Errorf("ending a transaction: %w", err)
 		}
 		if !committed {
 			// The session aborted (a rebalance overlapped): the
