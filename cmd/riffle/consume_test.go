@@ -222,7 +222,8 @@ func TestJSONBytes(t *testing.T) {
 }
 
 // The demo runs every step against a cluster, including the produce,
-// slow-partition, parallel and group handover steps, and loses nothing.
+// slow-partition, parallel, group handover and transaction steps, and
+// loses nothing.
 func TestDemoSteps(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t)
@@ -262,6 +263,16 @@ func TestDemoSteps(t *testing.T) {
 		t.Errorf("no parallel result rows")
 	} else if peak, _ := strconv.Atoi(m[1]); peak < 2 || peak > demoParallelKeys {
 		t.Errorf("parallel step: %d records of different keys at once by key; want 2 to %d", peak, demoParallelKeys)
+	}
+	// An aborted transaction's records reach read_uncommitted readers
+	// only; a committed one's reach both.
+	for _, re := range []string{
+		`(?m)^ +read_uncommitted +6 +aborted-1 aborted-2 aborted-3 committed-1 committed-2 committed-3$`,
+		`(?m)^ +read_committed +3 +committed-1 committed-2 committed-3$`,
+	} {
+		if !regexp.MustCompile(re).MatchString(r.stdout) {
+			t.Errorf("transaction step: no line matching %s", re)
+		}
 	}
 	t.Logf("demo took %v", time.Since(start))
 }

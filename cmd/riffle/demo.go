@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -92,6 +93,12 @@ func demoSteps() []demoStep {
 			},
 			run: (*demo).groupHandover,
 		},
+		{
+			title: func(*demo) string {
+				return "Transactions: read_committed readers see a committed one, never an aborted one"
+			},
+			run: (*demo).transactions,
+		},
 	}
 }
 
@@ -164,13 +171,16 @@ the cluster and describe it, create a topic, list the topics, and describe
 the new topic's partitions, offsets and configs; then produce 10,000
 records to it, show a consumer whose slow partition does not hold up the
 others, process one partition with a slow handler one record at a time and
-then by key, many keys at once (riffle/process), and hand partitions over
-between two members of consumer group "riffle-demo" without losing a record.
+then by key, many keys at once (riffle/process), hand partitions over
+between two members of consumer group "riffle-demo" without losing a record,
+and write one transaction that aborts and one that commits: a
+read_committed reader sees only the committed one, a read_uncommitted
+reader both.
 
 Without --brokers the demo runs against an embedded cluster that goes away
 when it ends. Against a real cluster the topic is left in place; remove it
 with "riffle topic delete". If the topic already exists it is reused. The
-last three steps use topics of their own, which they delete when done.`,
+last four steps use topics of their own, which they delete when done.`,
 		Example: `  riffle demo
   riffle demo --topic tour -p 3
   riffle --brokers localhost:9092 demo`,
@@ -244,6 +254,8 @@ const (
 	demoGroupRecords    = 3000
 	demoGroupRate       = 1500 // records/s: production lasts 2 s
 	demoHandoverAfter   = time.Second
+
+	demoTxnRecords = 3 // per transaction
 
 	demoParallelRecords     = 400 // on one partition
 	demoParallelKeys        = 32
@@ -766,4 +778,148 @@ func waitFor(ctx context.Context, max time.Duration, cond func() bool) bool {
 		}
 	}
 	return true
+}
+
+// transactions writes two transactions to a one-partition topic, the
+// first aborted after its records were written to the log, the second
+// committed, and reads the partition at both isolation levels: the
+// aborted records are in the log (read_uncommitted reads them), but
+// read_committed skips them; the committed ones reach both.
+func (d *demo) transactions(ctx context.Context) error {
+	topic, cleanup, err := d.scratchTopic(ctx, "txn", 1)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	id := d.topic + "-txn"
+	p, err := riffle.NewProducer(d.client, riffle.TransactionalID(id))
+	if err != nil {
+		return err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.timeout)
+		defer cancel()
+		p.Close(cctx)
+	}()
+	if err := p.InitTransactions(ctx); err != nil {
+		return fmt.Errorf("InitTransactions: %w", err)
+	}
+	fmt.Fprintf(d.out, "transactional producer %q ready (InitTransactions fences any earlier producer with this id)\n", id)
+
+	// write runs one transaction of records named after it, written to
+	// the log (ProduceSync) before the transaction ends.
+	write := func(name string, commit bool) ([]string, int64, int64, error) {
+		if err := p.BeginTransaction(); err != nil {
+			return nil, 0, 0, err
+		}
+		var names []string
+		var recs []*riffle.Record
+		for i := 1; i <= demoTxnRecords; i++ {
+			v := fmt.Sprintf("%s-%d", name, i)
+			names = append(names, v)
+			recs = append(recs, &riffle.Record{Topic: topic, Partition: 0, Value: []byte(v)})
+		}
+		err := p.ProduceSync(ctx, recs...)
+		switch {
+		case err != nil:
+			if aerr := p.AbortTransaction(ctx); aerr != nil {
+				err = errors.Join(err, aerr)
+			}
+		case commit:
+			err = p.CommitTransaction(ctx)
+		default:
+			err = p.AbortTransaction(ctx)
+		}
+		if err != nil {
+			return nil, 0, 0, fmt.Errorf("%s transaction: %w", name, err)
+		}
+		return names, recs[0].Offset, recs[len(recs)-1].Offset, nil
+	}
+	aborted, aLo, aHi, err := write("aborted", false)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(d.out, "transaction 1: wrote %s at offsets %d-%d, then AbortTransaction\n", strings.Join(aborted, " "), aLo, aHi)
+	committed, cLo, cHi, err := write("committed", true)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(d.out, "transaction 2: wrote %s at offsets %d-%d, then CommitTransaction\n", strings.Join(committed, " "), cLo, cHi)
+	if cLo == aHi+2 {
+		fmt.Fprintf(d.out, "(offset %d is the abort marker, %d the commit marker)\n", aHi+1, cHi+1)
+	}
+
+	fmt.Fprintf(d.out, "\n%-17s %-8s %s\n", "ISOLATION", "RECORDS", "VALUES")
+	readers := []struct {
+		name string
+		iso  riffle.IsolationLevel
+		want []string
+	}{
+		{"read_uncommitted", riffle.ReadUncommitted, append(slices.Clone(aborted), committed...)},
+		{"read_committed", riffle.ReadCommitted, committed},
+	}
+	var problems []error
+	for _, r := range readers {
+		got, err := d.readThrough(ctx, topic, r.iso, cHi)
+		if err != nil {
+			return fmt.Errorf("reading %s: %w", r.name, err)
+		}
+		fmt.Fprintf(d.out, "%-17s %-8d %s\n", r.name, len(got), strings.Join(got, " "))
+		if !slices.Equal(got, r.want) {
+			problems = append(problems, fmt.Errorf("%s read %q, want %q", r.name, got, r.want))
+		}
+	}
+	if len(problems) > 0 {
+		return errors.Join(problems...)
+	}
+	fmt.Fprintf(d.out, "\nthe aborted transaction's records are in the log, and read_uncommitted reads them;\n"+
+		"read_committed skips them. The committed transaction's records reach both.\n")
+	return nil
+}
+
+// readThrough reads partition 0 of topic from the earliest offset at the
+// isolation level until it has handled the record at offset last, and
+// returns the values read. Records arrive in offset order, so everything
+// before last has been read, or skipped, by then.
+func (d *demo) readThrough(ctx context.Context, topic string, iso riffle.IsolationLevel, last int64) ([]string, error) {
+	var (
+		mu   sync.Mutex
+		got  []string
+		done = make(chan struct{})
+	)
+	cs, err := riffle.NewConsumer(d.client, riffle.Isolation(iso),
+		riffle.HandleRecord(func(_ context.Context, r *riffle.Record) error {
+			mu.Lock()
+			defer mu.Unlock()
+			got = append(got, string(r.Value))
+			if r.Offset == last {
+				close(done)
+			}
+			return nil
+		}))
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.timeout)
+		defer cancel()
+		cs.Close(cctx)
+	}()
+	if err := cs.Assign(riffle.Assignment{TopicPartition: riffle.TopicPartition{Topic: topic, Partition: 0}, Start: riffle.AtEarliest()}); err != nil {
+		return nil, err
+	}
+	t := time.NewTimer(10 * time.Second)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-t.C:
+		mu.Lock()
+		defer mu.Unlock()
+		return nil, fmt.Errorf("offset %d not reached within 10s (read %q)", last, got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return slices.Clone(got), nil
 }

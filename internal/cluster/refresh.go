@@ -155,6 +155,7 @@ func (c *Cluster) metadataLoop() {
 	next := time.NewTimer(c.cfg.MetadataMaxAge)
 	defer next.Stop()
 	var last time.Time
+	var lastAsked map[string]bool // the topics the last refresh asked about
 	failures := 0
 	for {
 		select {
@@ -166,7 +167,9 @@ func (c *Cluster) metadataLoop() {
 		}
 		// The minimum age bounds how often a storm of leader errors can
 		// hit the cluster; waiters arriving meanwhile join this refresh.
-		if wait := time.Until(last.Add(c.cfg.MetadataMinAge)); wait > 0 {
+		// A topic the last refresh did not ask about (a producer's first
+		// record to it, say) is new information: no wait for it.
+		if wait := time.Until(last.Add(c.cfg.MetadataMinAge)); wait > 0 && !c.asksNew(lastAsked) {
 			t := time.NewTimer(wait)
 			select {
 			case <-t.C:
@@ -188,6 +191,10 @@ func (c *Cluster) metadataLoop() {
 
 		snap, err := c.refresh(asked)
 		last = time.Now()
+		lastAsked = make(map[string]bool, len(asked))
+		for _, t := range asked {
+			lastAsked[t] = true
+		}
 		c.meta.mu.Lock()
 		if err == nil {
 			c.meta.interest.refreshed(asked)
@@ -221,6 +228,21 @@ func (c *Cluster) metadataLoop() {
 			next.Reset(c.cfg.MetadataMaxAge)
 		}
 	}
+}
+
+// asksNew reports whether a waiting lookup asks about a topic that is not
+// in asked.
+func (c *Cluster) asksNew(asked map[string]bool) bool {
+	c.meta.mu.Lock()
+	defer c.meta.mu.Unlock()
+	for _, w := range c.meta.waiters {
+		for _, t := range w.topics {
+			if !asked[t] {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (c *Cluster) failWaiters(err error) {

@@ -131,3 +131,28 @@ func TestTrackedTopics(t *testing.T) {
 		t.Fatalf("nothing tracked: snapshot holds %d topics", n)
 	}
 }
+
+// A lookup of a topic the last refresh did not ask about does not wait out
+// MetadataMinAge (a producer's first record to a topic waited 100 ms after
+// the client's first refresh); asking again about the same topics does.
+func TestNewTopicSkipsMinAge(t *testing.T) {
+	fake, log := newKfake(t)
+	c := newTestCluster(t, Config{Seeds: fake.ListenAddrs(), MetadataMinAge: time.Hour})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := c.LookupTopic(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.LookupTopic(ctx, "b"); err != nil {
+		t.Fatalf("a new topic waited for the minimum age: %v", err)
+	}
+	if got := log.last(); !slices.Contains(got, "b") {
+		t.Fatalf("last metadata request asked %v", got)
+	}
+	// The same topics again: the minimum age holds.
+	short, cancel2 := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel2()
+	if _, err := c.RefreshOnce(short); err == nil {
+		t.Fatal("a refresh of known topics did not wait for the minimum age")
+	}
+}
