@@ -685,7 +685,8 @@ func (d *txnDriver) fatalLocked(err error) {
 		close(d.opened) // wakes finishers waiting at the gate
 	}
 	d.open = false
-	go d.p.failAll(err) // takes Processor.mu: not under d.mu
+	// failAll takes Processor.mu, which must not be taken under d.mu.
+	d.p.life.Go(func() { d.p.failAll(err) })
 }
 
 // commitNow is a commit point outside the loop (Processor.Commit, a
