@@ -59,7 +59,12 @@ type cpart struct {
 	blocked        bool   // the sink took no more; until its wake
 	wakes          uint64 // sink wakes, to catch one that races a refusal
 	startAt        int64  // where the current gen began (for the sink)
-	meta           string // commit metadata of the assigned committed offset
+	// ExactlyOnce: the position of the last committed transaction (or
+	// where the partition started), which an abort rewinds to, with the
+	// leader epoch of the record before it.
+	txnBase      int64
+	txnBaseEpoch int32
+	meta         string // commit metadata of the assigned committed offset
 	// Start offset resolution (consume_start.go): the epoch+1 whose
 	// ListOffsets is out (0: none), and when to ask again after a failure.
 	resolving    uint64
@@ -78,7 +83,7 @@ func newCPart(cs *Consumer, a Assignment) *cpart {
 		cs: cs, tp: a.TopicPartition, start: a.Start,
 		ctx: ctx, cancel: cancel,
 		fetcher: -1, leaderEpoch: -1, hw: -1,
-		fetchOffset: -1, position: -1, processed: -1,
+		fetchOffset: -1, position: -1, processed: -1, txnBase: -1,
 		processedEpoch: -1, fetchedEpoch: -1, checkedEpoch: -1,
 	}
 }

@@ -69,17 +69,36 @@ func (cs *Consumer) runner() {
 		if p == nil {
 			return
 		}
+		if cs.eos != nil {
+			cs.runTxn(p)
+			continue
+		}
 		cs.run(p)
 	}
 }
 
-// run hands one batch of p's records to the handler.
-func (cs *Consumer) run(p *cpart) {
+// runTxn runs p's next batch inside the open transaction (ExactlyOnce),
+// waiting while a commit holds the transaction's gate.
+func (cs *Consumer) runTxn(p *cpart) {
+	seq, err := cs.eos.enter(cs.ctx)
+	if err != nil {
+		if cs.ctx.Err() == nil {
+			cs.eos.stop(p, err) // the producer failed for good
+		}
+		return
+	}
+	n, failErr := cs.run(p)
+	cs.eos.leave(seq, p, n, failErr)
+}
+
+// run hands one batch of p's records to the handler. It returns how many
+// records the handler finished and its error, if any.
+func (cs *Consumer) run(p *cpart) (int, error) {
 	p.mu.Lock()
 	p.queued = false
 	if p.state != stateFetching || p.paused || p.running {
 		p.mu.Unlock()
-		return
+		return 0, nil
 	}
 	if p.buf.len() == 0 {
 		if fe := p.fetchErr; fe != nil {
@@ -88,10 +107,10 @@ func (cs *Consumer) run(p *cpart) {
 			p.err = fe
 			p.mu.Unlock()
 			cs.reportError(fe)
-			return
+			return 0, nil
 		}
 		p.mu.Unlock()
-		return
+		return 0, nil
 	}
 	// The chunk leaves the partition's buffer but stays in the global
 	// budget until handled.
@@ -143,6 +162,7 @@ func (cs *Consumer) run(p *cpart) {
 		cs.pokeFetcher(fetcher)
 	}
 	cs.pokeStarved()
+	return handled, failErr
 }
 
 // handle runs the handler on chunk and returns how many records finished

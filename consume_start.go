@@ -96,6 +96,9 @@ func (p *cpart) startLocked(off int64, epoch int32) {
 	p.fetchOffset, p.position, p.processed = off, off, off
 	p.fetchedEpoch, p.processedEpoch, p.checkedEpoch = epoch, epoch, -1
 	p.startAt = off
+	if p.txnBase < 0 {
+		p.txnBase, p.txnBaseEpoch = off, epoch
+	}
 	p.state = stateFetching
 }
 

@@ -66,6 +66,7 @@ type Consumer struct {
 	member       *member // nil without a group
 	memberCancel context.CancelFunc
 	memberDone   chan struct{}
+	eos          *eos // ExactlyOnce; nil otherwise
 }
 
 // NewConsumer returns a consumer with no partitions; add them with Assign
@@ -100,6 +101,16 @@ func NewConsumer(c *Client, opts ...ConsumerOption) (*Consumer, error) {
 			return nil, ErrClientHasGroupMember
 		}
 		cs.member = newMember(cs)
+		if cfg.eos != nil {
+			cs.eos = newEOS(cs)
+			if err := cs.eos.start(); err != nil {
+				life.Stop()
+				life.Wait()
+				life.Finish()
+				c.groupMember.Store(false)
+				return nil, err
+			}
+		}
 		mctx, mcancel := context.WithCancel(ctx)
 		cs.memberCancel = mcancel
 		cs.memberDone = make(chan struct{})
@@ -116,6 +127,9 @@ func NewConsumer(c *Client, opts ...ConsumerOption) (*Consumer, error) {
 // requests until every member rejoins, so two members sharing connections
 // could wait on each other. Use one Client per group member.
 var ErrClientHasGroupMember = errors.New("riffle: this client already has a consumer group member")
+
+// errEOSCommit refuses a commit of a consumer under ExactlyOnce.
+var errEOSCommit = fmt.Errorf("%w: under ExactlyOnce the offsets commit with the transactions", ErrTransactionState)
 
 // ErrGroupManaged: partitions of a group consumer are assigned by the group.
 var ErrGroupManaged = errors.New("riffle: partitions are assigned by the consumer group")
@@ -209,6 +223,9 @@ func (cs *Consumer) Commit(ctx context.Context) error {
 	if cs.member == nil {
 		return fmt.Errorf("%w: Commit needs a consumer group", ErrInvalidConfig)
 	}
+	if cs.eos != nil {
+		return errEOSCommit
+	}
 	offs, metas, own := cs.member.ownedPositions()
 	return cs.member.commits.commitSync(ctx, offs, metas, own)
 }
@@ -241,6 +258,9 @@ func (cs *Consumer) CommitOffsets(ctx context.Context, offsets map[TopicPartitio
 	if cs.member == nil {
 		return fmt.Errorf("%w: CommitOffsets needs a consumer group", ErrInvalidConfig)
 	}
+	if cs.eos != nil {
+		return errEOSCommit
+	}
 	return cs.member.commits.commitSync(ctx, offsets, nil, nil)
 }
 
@@ -258,6 +278,12 @@ func (cs *Consumer) CommitAsync(fn func(error)) {
 	if cs.member == nil {
 		if fn != nil {
 			fn(fmt.Errorf("%w: CommitAsync needs a consumer group", ErrInvalidConfig))
+		}
+		return
+	}
+	if cs.eos != nil {
+		if fn != nil {
+			fn(errEOSCommit)
 		}
 		return
 	}

@@ -167,6 +167,7 @@ type consumerConfig struct {
 	maxBatchRecords int
 	group           groupConfig
 	sink            recordSink // riffle/process; replaces the handler
+	eos             *eosConfig // ExactlyOnce
 }
 
 func defaultConsumerConfig() consumerConfig {
@@ -215,6 +216,9 @@ func (c *consumerConfig) validate() error {
 		if len(g.topics) > 0 || g.pattern != nil {
 			return bad("SubscribeTopics/SubscribePattern need ConsumerGroup")
 		}
+		if c.eos != nil {
+			return c.eos.validate(c)
+		}
 		return nil
 	}
 	switch {
@@ -237,6 +241,9 @@ func (c *consumerConfig) validate() error {
 		if b.a == nil {
 			return bad("zero GroupBalancer")
 		}
+	}
+	if c.eos != nil {
+		return c.eos.validate(c)
 	}
 	return nil
 }

@@ -127,6 +127,13 @@ func (m *member) run(ctx context.Context) {
 			m.autoCommit(ctx)
 		}()
 	}
+	if e := m.cs.eos; e != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e.loop(ctx)
+		}()
+	}
 	if m.pattern != nil && m.cfg.protocol != GroupProtocolConsumer {
 		// Classic: the member matches the pattern itself, against a
 		// listing of the cluster's topics refreshed in the background.
@@ -631,6 +638,15 @@ func (m *member) revoke(ctx context.Context, tps []TopicPartition) {
 	// New tokens first: a commit of these partitions read before now (an
 	// auto-commit, Commit) can no longer overtake the revoke's.
 	own := m.retoken(tps)
+	if e := m.cs.eos; e != nil {
+		// The transaction commits (or aborts) before the partitions
+		// go; if ctx ended first they stay owned for the loss.
+		if e.revoke(ctx, tps) != nil {
+			return
+		}
+		m.released(ctx, tps)
+		return
+	}
 	rctx, cancel := context.WithTimeout(ctx, m.cfg.revokeTimeout)
 	pos, metas, err := m.cs.remove(rctx, false, tps)
 	cancel()
@@ -677,6 +693,11 @@ func (m *member) revoke(ctx context.Context, tps []TopicPartition) {
 			return // fenced while committing: report them lost
 		}
 	}
+	m.released(ctx, tps)
+}
+
+// released ends the revoke of tps: they are no longer the member's.
+func (m *member) released(ctx context.Context, tps []TopicPartition) {
 	m.mu.Lock()
 	for _, tp := range tps {
 		delete(m.owned, tp)
@@ -734,6 +755,9 @@ func (m *member) lose(ctx context.Context) {
 	}
 	sortTPs(tps)
 	m.cs.remove(ctx, true, tps)
+	if e := m.cs.eos; e != nil {
+		e.lose(ctx) // nothing of theirs may commit
+	}
 	m.cs.c.log.Warn("partitions lost", "group", m.cfg.id, "count", len(tps))
 	if m.cfg.onLost != nil {
 		m.cfg.onLost(ctx, tps)
@@ -841,6 +865,9 @@ func (m *member) commitFinal(ctx context.Context, pos map[TopicPartition]int64, 
 		close(m.closingReady)
 	}
 	m.mu.Unlock()
+	if e := m.cs.eos; e != nil {
+		return e.final(ctx)
+	}
 	if m.cfg.noCommits {
 		return nil
 	}

@@ -82,6 +82,17 @@ func (s *txnState) changedLocked() {
 	}
 }
 
+// txnState returns the state of the producer's transactions (Uninitialized
+// without a TransactionalID).
+func (p *Producer) txnState() txn.State {
+	if p.txn == nil {
+		return txn.Uninitialized
+	}
+	p.txn.mu.Lock()
+	defer p.txn.mu.Unlock()
+	return p.txn.m.State()
+}
+
 func (s *txnState) isV2() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()

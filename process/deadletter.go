@@ -23,6 +23,10 @@ const (
 // record is committed only after that), or the write's error, which stops
 // the source partition at the record. The partition in the DLQ topic is
 // chosen by pr's partitioner (partition 0 with the ManualPartitioner).
+//
+// Under ExactlyOnce the dead-lettered record is an output of the failed
+// record (Output): it is produced by the transactional producer, in the
+// transaction that marks the record finished, and pr is not used.
 func DeadLetterTopic(pr *riffle.Producer, topic string) DeadLetterFunc {
 	return func(ctx context.Context, r *riffle.Record, cause error, attempts int) error {
 		hs := make([]riffle.Header, 0, len(r.Headers)+5)
@@ -34,8 +38,10 @@ func DeadLetterTopic(pr *riffle.Producer, topic string) DeadLetterFunc {
 			riffle.Header{Key: HeaderOffset, Value: strconv.AppendInt(nil, r.Offset, 10)},
 			riffle.Header{Key: HeaderAttempts, Value: strconv.AppendInt(nil, int64(attempts), 10)},
 		)
-		return pr.ProduceSync(ctx, &riffle.Record{
-			Topic: topic, Key: r.Key, Value: r.Value, Headers: hs, Timestamp: r.Timestamp,
-		})
+		dl := &riffle.Record{Topic: topic, Key: r.Key, Value: r.Value, Headers: hs, Timestamp: r.Timestamp}
+		if ctx.Value(outputsKey{}) != nil {
+			return Output(ctx, dl)
+		}
+		return pr.ProduceSync(ctx, dl)
 	}
 }

@@ -140,6 +140,7 @@ type config struct {
 	onError     func(error)
 	hooks       Hooks
 	consumer    []riffle.ConsumerOption
+	eos         *eosConfig
 }
 
 func defaultConfig() config {
@@ -167,6 +168,11 @@ func (c *config) validate() error {
 		return bad("metadata limit %d below 64 bytes", c.metaLimit)
 	case c.retry.Attempts < 0 || c.retry.Backoff < 0 || c.retry.MaxBackoff < 0:
 		return bad("negative retry setting")
+	}
+	if c.eos != nil {
+		if err := c.eos.validate(); err != nil {
+			return err
+		}
 	}
 	if c.window == 0 {
 		c.window = max(1024, 2*c.concurrency)

@@ -30,6 +30,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"sort"
 	"sync"
@@ -48,6 +49,8 @@ type Processor struct {
 	cfg     config
 	handler Handler
 	cs      *riffle.Consumer
+	log     *slog.Logger
+	txn     *txnDriver // ExactlyOnce; nil otherwise
 
 	life *lifecycle.Group // owns the goroutines running records, and Close
 	ctx  context.Context  // life's: handler contexts derive from it
@@ -80,7 +83,12 @@ type part struct {
 	queued  bool          // in runq
 	failed  error         // stopped at a record that failed for good
 	badMeta bool          // stopped by unreadable metadata: never commit
-	wake    func()
+	// ExactlyOnce: sealed, no record of the partition may add outputs to
+	// a transaction any more (its position was committed for the last
+	// time, or it was lost, replaced or rewound); lost, another member
+	// may own it, so a transaction with its records must abort.
+	sealed, lost bool
+	wake         func()
 	// needBytes: the partition refused a record of this size for the byte
 	// budget (0: it refused for its window).
 	needBytes int64
@@ -106,9 +114,16 @@ func New(cl *riffle.Client, h Handler, opts ...Option) (*Processor, error) {
 		return nil, err
 	}
 	life := lifecycle.New()
-	p := &Processor{cfg: cfg, handler: h, life: life, ctx: life.Context(),
+	_, log := clientinternal.Access(cl)
+	p := &Processor{cfg: cfg, handler: h, life: life, ctx: life.Context(), log: log,
 		parts: map[sink.Part]*part{}, refused: map[*part]bool{}, draining: map[sink.Part]*part{}}
 	copts := append([]riffle.ConsumerOption{}, cfg.consumer...)
+	if cfg.eos != nil {
+		p.txn = newTxnDriver(p, cfg.eos)
+		// The offsets commit with the transactions; the inputs of an
+		// aborted upstream transaction have no outputs.
+		copts = append(copts, riffle.DisableCommits(), riffle.Isolation(riffle.ReadCommitted))
+	}
 	copts = append(copts, clientinternal.ConsumerSink(sink.Sink[*riffle.Record]((*procSink)(p))).(riffle.ConsumerOption))
 	cs, err := riffle.NewConsumer(cl, copts...)
 	if err != nil {
@@ -116,6 +131,24 @@ func New(cl *riffle.Client, h Handler, opts ...Option) (*Processor, error) {
 		return nil, err
 	}
 	p.cs = cs
+	if p.txn != nil {
+		err := p.txn.start()
+		if err == nil && cs.GroupMetadata().GroupID == "" {
+			err = fmt.Errorf("%w: process: ExactlyOnce needs a consumer group (riffle.ConsumerGroup): the offsets commit with the group's metadata", riffle.ErrInvalidConfig)
+		}
+		if err != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			cs.Close(ctx)
+			p.txn.close(ctx)
+			life.Finish()
+			return nil, err
+		}
+		if !life.Go(func() { p.txn.loop(p.ctx) }) {
+			life.Finish()
+			return nil, ErrProcessorClosed
+		}
+	}
 	return p, nil
 }
 
@@ -135,10 +168,15 @@ func (p *Processor) Assign(as ...riffle.Assignment) error {
 // Commit synchronously commits, for every partition the group assigned,
 // the first unfinished offset with the finished records above it in the
 // metadata. The consumer also does this every AutoCommitInterval, on
-// revoke and on Close. After Close it returns ErrProcessorClosed at once.
+// revoke and on Close. Under ExactlyOnce it commits the open transaction
+// (with those offsets) now. After Close it returns ErrProcessorClosed at
+// once.
 func (p *Processor) Commit(ctx context.Context) error {
 	if p.life.Closing() {
 		return ErrProcessorClosed
+	}
+	if p.txn != nil {
+		return p.txn.commitNow(ctx, nil)
 	}
 	return p.cs.Commit(ctx)
 }
@@ -159,6 +197,11 @@ func (p *Processor) Close(ctx context.Context) error {
 	p.mu.Lock()
 	p.closed = true
 	p.mu.Unlock()
+	if p.txn != nil {
+		// The consumer's Close committed what finished (Stop); the
+		// transaction begun after is empty.
+		err = errors.Join(err, p.txn.close(ctx))
+	}
 	p.life.Stop()
 	p.life.Wait()
 	return err
@@ -208,9 +251,16 @@ func (p *Processor) offer(sp sink.Part, b sink.Batch[*riffle.Record]) int {
 	var reports []error
 	p.mu.Lock()
 	pt := p.parts[sp]
+	if pt != nil && pt.gen == b.Gen && pt.gone {
+		// Rewound (ExactlyOnce abort): the engine restarts the
+		// partition in a new generation; this one's records are stale.
+		p.mu.Unlock()
+		return 0
+	}
 	if pt == nil || pt.gen != b.Gen {
 		if pt != nil {
 			p.retireLocked(pt, false)
+			pt.sealed = true // its records' outputs would belong to nobody
 		}
 		var err error
 		pt, err = p.newPart(sp, b)
@@ -279,6 +329,9 @@ func (p *Processor) newPart(sp sink.Part, b sink.Batch[*riffle.Record]) (*part, 
 		q, _ = newQueue(p.cfg.mode, p.cfg.metaLimit, p.cfg.partLimit, start, nil)
 	}
 	pt.q = q
+	if p.txn != nil {
+		p.txn.assignedLocked(sp, sink.Pos{Offset: start, Meta: b.Meta})
+	}
 	if bad != nil && p.cfg.metaPolicy == FailBadMetadata {
 		pt.failed = bad
 		pt.badMeta = true
@@ -391,21 +444,47 @@ func (p *Processor) work(pt *part, it *item) {
 // runOne runs one record to its end and returns the next to run, if any.
 func (p *Processor) runOne(pt *part, it *item) (*part, *item) {
 	start := time.Now()
-	attempts, err := p.attempt(pt, it)
+	attempts, outs, err := p.attempt(pt, it)
 	finished := err == nil
+	deadLettered := false
 	if err != nil && !errors.Is(err, errStopped) && p.cfg.deadLetter != nil {
-		derr := safeCall(func() error { return p.cfg.deadLetter(pt.ctx, it.rec, err, attempts) })
+		dctx, do := p.withOutputs(pt.ctx)
+		derr := safeCall(func() error { return p.cfg.deadLetter(dctx, it.rec, err, attempts) })
+		if do != nil {
+			outs = do.take()
+		}
 		if h := p.cfg.hooks.OnDeadLetter; h != nil {
 			h(pt.tp, it.rec.Offset, derr)
 		}
 		if derr == nil {
-			finished = true
-			p.mu.Lock()
-			pt.deadLettered++
-			p.mu.Unlock()
+			finished, deadLettered = true, true
 		} else {
 			err = fmt.Errorf("dead letter: %w (record failed with: %w)", derr, err)
 		}
+	}
+	// ExactlyOnce: a finished record hands its outputs to the open
+	// transaction and is marked finished in the same step, inside the
+	// gate, so a commit point covers both or neither.
+	entered := false
+	if finished && p.txn != nil {
+		if terr := p.txn.enter(p.ctx); terr != nil {
+			finished, err = false, errStopped // fatal or closing: stays unfinished
+		} else {
+			entered = true
+			p.mu.Lock()
+			sealed := pt.sealed
+			p.mu.Unlock()
+			if sealed {
+				finished, err = false, errStopped // its last position was committed
+			} else {
+				p.txn.produce(p.ctx, outs)
+			}
+		}
+	}
+	if deadLettered && finished {
+		p.mu.Lock()
+		pt.deadLettered++
+		p.mu.Unlock()
 	}
 	if h := p.cfg.hooks.OnFinish; h != nil && !errors.Is(err, errStopped) {
 		var herr error
@@ -421,6 +500,9 @@ func (p *Processor) runOne(pt *part, it *item) (*part, *item) {
 	// A partition being stopped still learns what finished: Stop reads
 	// its commit position once the running records are done.
 	pt.q.done(it, finished)
+	if entered && !pt.sealed {
+		p.txn.finishedLocked(pt, finished)
+	}
 	if !pt.gone {
 		if finished {
 			pt.processed++
@@ -457,6 +539,9 @@ func (p *Processor) runOne(pt *part, it *item) (*part, *item) {
 	p.dispatchLocked()
 	wakes := p.wakesLocked()
 	p.mu.Unlock()
+	if entered {
+		p.txn.leave()
+	}
 	for _, e := range reports {
 		p.report(e)
 	}
@@ -469,22 +554,28 @@ func (p *Processor) runOne(pt *part, it *item) (*part, *item) {
 var errStopped = errors.New("partition stopped")
 
 // attempt calls the handler per the retry policy and returns the number of
-// calls and the last error.
-func (p *Processor) attempt(pt *part, it *item) (int, error) {
+// calls, the outputs of the call that succeeded (ExactlyOnce) and the last
+// error.
+func (p *Processor) attempt(pt *part, it *item) (int, []*riffle.Record, error) {
 	rp := p.cfg.retry
 	var err error
 	for n := 1; ; n++ {
-		err = safeCall(func() error { return p.handler(pt.ctx, it.rec) })
+		ctx, o := p.withOutputs(pt.ctx)
+		err = safeCall(func() error { return p.handler(ctx, it.rec) })
+		var outs []*riffle.Record
+		if o != nil {
+			outs = o.take() // an attempt's outputs go or fail with it
+		}
 		if err == nil {
-			return n, nil
+			return n, outs, nil
 		}
 		if pt.ctx.Err() != nil {
 			// Cancelled (lost partition, Close deadline): not the
 			// record's failure; it stays unfinished.
-			return n, errStopped
+			return n, nil, errStopped
 		}
 		if n >= rp.Attempts || (rp.RetryIf != nil && !rp.RetryIf(err)) {
-			return n, err
+			return n, nil, err
 		}
 		if h := p.cfg.hooks.OnRetry; h != nil {
 			h(pt.tp, it.rec.Offset, n, err)
@@ -497,10 +588,10 @@ func (p *Processor) attempt(pt *part, it *item) (int, error) {
 		case <-t.C:
 		case <-pt.stopped:
 			t.Stop()
-			return n, errStopped
+			return n, nil, errStopped
 		case <-pt.ctx.Done():
 			t.Stop()
-			return n, errStopped
+			return n, nil, errStopped
 		}
 	}
 }
@@ -574,12 +665,20 @@ func (p *Processor) stop(ctx context.Context, sps []sink.Part, lost bool) (map[s
 		ws = append(ws, waiting{pt, pt.idle})
 	}
 	// Their bytes are free: partitions refused for the budget may go on.
+	if lost && p.txn != nil {
+		for _, w := range ws {
+			w.pt.sealed, w.pt.lost = true, true
+		}
+	}
 	wakes := p.wakesLocked()
 	p.mu.Unlock()
 	for _, w := range wakes {
 		w()
 	}
 	if lost {
+		if p.txn != nil {
+			p.txn.lose(ctx) // nothing of theirs may commit
+		}
 		return nil, nil
 	}
 	var errsOut []error
@@ -600,6 +699,22 @@ func (p *Processor) stop(ctx context.Context, sps []sink.Part, lost bool) (map[s
 				w.pt.cancel()
 			}
 		}
+	}
+	if p.txn != nil {
+		// Their positions commit with the transaction, before the
+		// partitions are released; the consumer commits nothing. The
+		// commit gets time of its own: a revoke's deadline spent on
+		// waiting for handlers must not leave its outcome unknown.
+		seal := make([]*part, len(ws))
+		for i, w := range ws {
+			seal[i] = w.pt
+		}
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), txnStopTimeout)
+		defer cancel()
+		if err := p.txn.commitNow(cctx, seal); err != nil {
+			errsOut = append(errsOut, fmt.Errorf("committing the transaction: %w", err))
+		}
+		return nil, errors.Join(errsOut...)
 	}
 	out := map[sink.Part]sink.Pos{}
 	p.mu.Lock()
@@ -669,9 +784,11 @@ func (s PartitionStats) String() string {
 
 // Stats describes a Processor.
 type Stats struct {
-	Running    int   // records running across partitions
-	HeldBytes  int64 // bytes of records held (waiting or running)
-	Partitions []PartitionStats
+	Running   int   // records running across partitions
+	HeldBytes int64 // bytes of records held (waiting or running)
+	// TxnCommitted and TxnAborted count transactions under ExactlyOnce.
+	TxnCommitted, TxnAborted int64
+	Partitions               []PartitionStats
 }
 
 // Stats returns a snapshot.
@@ -684,6 +801,9 @@ func (p *Processor) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	st := Stats{Running: p.running, HeldBytes: p.bytes}
+	if p.txn != nil {
+		st.TxnCommitted, st.TxnAborted = p.txn.stats()
+	}
 	for _, pt := range p.parts {
 		q := pt.q
 		st.Partitions = append(st.Partitions, PartitionStats{

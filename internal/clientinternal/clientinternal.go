@@ -5,8 +5,10 @@ package clientinternal
 
 import (
 	"log/slog"
+	"time"
 
 	"github.com/riffle-go/riffle/internal/cluster"
+	"github.com/riffle-go/riffle/internal/sink"
 )
 
 // Access returns the cluster manager and logger behind a *riffle.Client
@@ -17,3 +19,18 @@ var Access func(client any) (*cluster.Cluster, *slog.Logger)
 // consumer hand its records to s, a sink.Sink[*riffle.Record], instead of
 // a handler. Used by riffle/process.
 var ConsumerSink func(s any) any
+
+// ProducerTxn reports whether a *riffle.Producer (as any) is
+// transactional, and its TransactionTimeout. Used by riffle/process.
+var ProducerTxn func(p any) (transactional bool, timeout time.Duration)
+
+// ConsumerRewind moves a partition of a *riffle.Consumer (as any) back to
+// a committed position: the partition restarts at pos.Offset in a new
+// dispatch generation whose batches carry pos.Meta, as after an
+// assignment. It reports false if the consumer no longer has the
+// partition. Used by riffle/process when a transaction aborts.
+var ConsumerRewind func(cs any, p sink.Part, pos sink.Pos) bool
+
+// ConsumerCommitted records offsets committed for a *riffle.Consumer's
+// group by other means (a transaction), for its Stats and lag.
+var ConsumerCommitted func(cs any, offsets map[sink.Part]int64)

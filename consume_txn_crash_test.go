@@ -1,0 +1,201 @@
+package riffle
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Exactly once through crashes: a child process (this test binary,
+// re-executed) consumes, transforms and produces under ExactlyOnce; the
+// parent SIGKILLs it at random points five times (whatever transaction is
+// open, with outputs written or offsets sent), then lets a sixth run to
+// the end. Each run fences the previous one with the same transactional
+// id. A read_committed reader must see every input's outputs exactly once.
+
+const (
+	eosCrashEnvChild   = "RIFFLE_EOS_CRASH_CHILD"
+	eosCrashEnvBrokers = "RIFFLE_EOS_CRASH_BROKERS"
+
+	eosCrashParts = 4
+	eosCrashN     = 4000
+	eosCrashKills = 5
+)
+
+// init runs before TestMain (and so before goleak): in child mode the
+// process is a crash child and never returns to the test machinery.
+func init() {
+	if os.Getenv(eosCrashEnvChild) != "1" {
+		return
+	}
+	if err := eosCrashChild(); err != nil {
+		fmt.Fprintln(os.Stderr, "eos crash child:", err)
+		os.Exit(2)
+	}
+	os.Exit(0) // unreachable: the child runs until killed
+}
+
+// eosCrashChild runs the group member until it is killed.
+func eosCrashChild() error {
+	addrs := strings.Split(os.Getenv(eosCrashEnvBrokers), ",")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pcl, err := NewClient(SeedBrokers(addrs...))
+	if err != nil {
+		return err
+	}
+	p, err := NewProducer(pcl, TransactionalID("eos-crash"))
+	if err != nil {
+		return err
+	}
+	// Fences the killed run and aborts the transaction it left open.
+	if err := p.InitTransactions(ctx); err != nil {
+		return err
+	}
+	cl, err := NewClient(SeedBrokers(addrs...))
+	if err != nil {
+		return err
+	}
+	_, err = NewConsumer(cl,
+		ConsumerGroup("eos"), SubscribeTopics("in"), OffsetReset(ResetEarliest),
+		SessionTimeout(time.Second), HeartbeatInterval(100*time.Millisecond),
+		RebalanceTimeout(2*time.Second), RevokeTimeout(time.Second),
+		FetchMaxWait(100*time.Millisecond), MaxBatchRecords(20),
+		ExactlyOnce(p, CommitEvery{}),
+		OnPartitionError(func(pe *PartitionError) { fmt.Fprintln(os.Stderr, "eos crash child: partition error:", pe) }),
+		HandleRecord(func(ctx context.Context, r *Record) error {
+			time.Sleep(time.Duration(rand.IntN(1001)) * time.Microsecond)
+			transform(ctx, p, r)
+			return nil
+		}),
+	)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(os.Stderr, "eos crash child: running")
+	for {
+		time.Sleep(time.Hour)
+	}
+}
+
+// lockedBuffer collects a child's output; exec copies into it concurrently.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *lockedBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *lockedBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestExactlyOnceCrash(t *testing.T) {
+	r := newEOSRig(t, txnModes[1], eosCrashParts, eosCrashN)
+	start := time.Now()
+	env := append(os.Environ(),
+		eosCrashEnvChild+"=1",
+		eosCrashEnvBrokers+"="+strings.Join(r.fake.ListenAddrs(), ","),
+	)
+	// outputs returns the end offsets of the output topic, summed:
+	// outputs written, committed or not, and transaction markers.
+	outputs := func() int64 {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		ends, err := r.cl.Admin().ListOffsets(ctx, OffsetLatest, "out")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int64
+		for _, e := range ends {
+			if e.Err != nil {
+				t.Fatal(e.Err)
+			}
+			n += e.Offset
+		}
+		return n
+	}
+
+	var (
+		cur    *exec.Cmd
+		curOut *lockedBuffer
+		exited chan struct{}
+	)
+	t.Cleanup(func() {
+		if cur != nil {
+			cur.Process.Kill()
+			<-exited
+		}
+	})
+	startChild := func() {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestExactlyOnceCrash$")
+		cmd.Env = env
+		out := &lockedBuffer{}
+		cmd.Stdout, cmd.Stderr = out, out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cur, curOut, exited = cmd, out, make(chan struct{})
+		done := exited
+		go func() {
+			cmd.Wait() // "signal: killed"
+			close(done)
+		}()
+	}
+	killChild := func() {
+		if err := cur.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		<-exited
+		cur = nil
+	}
+	// await polls cond until it holds; a child that exits, or a run that
+	// makes no progress for long, fails the test with its output.
+	await := func(run int, what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(90 * time.Second)
+		for !cond() {
+			select {
+			case <-exited:
+				t.Fatalf("run %d: the child exited while waiting for %s; its output:\n%s", run, what, curOut)
+			default:
+			}
+			if time.Now().After(deadline) {
+				out := curOut
+				killChild()
+				t.Fatalf("run %d: timed out waiting for %s (%d of %d inputs committed); child output:\n%s", run, what, r.committed(), r.n, out)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+
+	for k := range eosCrashKills {
+		startChild()
+		began := outputs()
+		// Anywhere from inside the first transaction to a few
+		// commits later.
+		target := began + 200 + rand.Int64N(2501)
+		await(k, fmt.Sprintf("output end offsets to reach %d", target), func() bool { return outputs() >= target || r.committed() == r.n })
+		killChild()
+		t.Logf("run %d: killed after %d outputs (and markers) in %v; %d of %d inputs committed",
+			k, outputs()-began, time.Since(start).Round(time.Millisecond), r.committed(), r.n)
+	}
+	startChild()
+	await(eosCrashKills, "every input committed", func() bool { return r.committed() == r.n })
+	killChild()
+	aborted := r.checkExactlyOnce()
+	t.Logf("%d outputs of killed or aborted transactions hidden from read_committed; total %v", aborted, time.Since(start).Round(time.Millisecond))
+}
