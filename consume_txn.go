@@ -265,6 +265,9 @@ func (e *eos) leave(seq uint64, p *cpart, n int, fail error) {
 			}
 			e.handled += n
 			if e.every.Records > 0 && e.handled >= e.every.Records {
+				// Full: no chunk enters until the loop committed
+				// (waking it takes long enough for hundreds more).
+				e.closeGateLocked()
 				e.nudge()
 			}
 		}
@@ -449,7 +452,7 @@ func (e *eos) end(ctx context.Context, commit bool) error {
 		e.mu.Unlock()
 		return nil
 	}
-	failure, inputs := e.failed != nil, e.handled > 0
+	failure, inputs, handled := e.failed != nil, e.handled > 0, e.handled
 	switch {
 	case e.ending != endNone:
 		commit = e.ending == endCommit
@@ -470,7 +473,7 @@ func (e *eos) end(ctx context.Context, commit bool) error {
 		err := e.commit(ctx, offs)
 		switch {
 		case err == nil:
-			e.cs.c.log.Debug("transaction committed", "group", e.cs.cfg.group.id, "partitions", len(offs))
+			e.cs.c.log.Debug("transaction committed", "group", e.cs.cfg.group.id, "partitions", len(offs), "inputs", handled)
 			e.committed(offs)
 			return nil
 		case errors.Is(err, ErrTransactionAbortable) || errors.Is(err, errNotOwned):

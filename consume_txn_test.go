@@ -210,6 +210,11 @@ func TestExactlyOnceClean(t *testing.T) {
 				if aborted := r.checkExactlyOnce(); aborted != 0 {
 					t.Errorf("a clean run aborted %d outputs", aborted)
 				}
+				st := cs.Stats()
+				t.Logf("%d transactions committed, %d aborted", st.TxnCommitted, st.TxnAborted)
+				if n := tc.every.Records; n > 0 && st.TxnCommitted < int64(r.n/n/2) {
+					t.Errorf("%d transactions committed for %d inputs at CommitEvery.Records %d; want about %d", st.TxnCommitted, r.n, n, r.n/n)
+				}
 			})
 		}
 	})

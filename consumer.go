@@ -509,7 +509,11 @@ type ConsumerStats struct {
 	// stays within FetchBufferBytes (plus at most one batch larger than
 	// what a fetch asked for).
 	BufferedBytes int64
-	Partitions    []PartitionStats
+	// TxnCommitted and TxnAborted count the transactions committed and
+	// aborted under ExactlyOnce (aborts of transactions with inputs
+	// handled in them).
+	TxnCommitted, TxnAborted int64
+	Partitions               []PartitionStats
 }
 
 // Stats returns a snapshot of the consumer's state.
@@ -521,6 +525,9 @@ func (cs *Consumer) Stats() ConsumerStats {
 	}
 	cs.mu.Unlock()
 	st := ConsumerStats{BufferedBytes: cs.buffered.Load()}
+	if cs.eos != nil {
+		st.TxnCommitted, st.TxnAborted = cs.eos.commits.Load(), cs.eos.aborts.Load()
+	}
 	var done map[TopicPartition]int64
 	if cs.cfg.sink != nil {
 		// With a processor, what finished is what it may commit.

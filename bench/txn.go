@@ -28,7 +28,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"text/tabwriter"
 	"time"
@@ -188,18 +187,13 @@ func ctpValue(partition int32, offset int64, value []byte) []byte {
 	return append(out, value...)
 }
 
-// txnCTPRiffle is the consume-transform-produce loop written with
-// Riffle's public API (a library helper may replace it): a group consumer
-// with DisableCommits and a HandleBatch handler that produces one output
-// per input into the open transaction of one transactional producer, and
-// a committer (this goroutine) that sends the handled inputs' offsets to
-// the transaction with the consumer's GroupMetadata, commits it and
-// begins the next. Handlers hold txn shared while they produce and note
-// offsets; the commit holds it exclusively, so a transaction's offsets
-// cover exactly its outputs. A transaction takes batches while they fit
-// in -per-txn inputs (MaxBatchRecords is -per-txn, so one always fits an
-// empty transaction); a batch that does not fit marks the transaction
-// full, which commits it, and waits for the next one.
+// txnCTPRiffle: the library's ExactlyOnce on a group consumer
+// (read_committed, DisableCommits implied) with a TransactionalID producer:
+// the handler produces one output per input into the open transaction,
+// and the consumer commits it with the handled inputs' offsets and the
+// group's metadata once -per-txn inputs were handled in it
+// (CommitEvery.Records; the interval is set far above a run so that only
+// the count matters), at a revoke and at Close.
 func txnCTPRiffle(ctx context.Context, spec txnSpec, c *txnCounts, notes *noteSet) (err error) {
 	cl, err := riffle.NewClient(riffle.SeedBrokers(spec.addr))
 	if err != nil {
@@ -214,152 +208,58 @@ func txnCTPRiffle(ctx context.Context, spec txnSpec, c *txnCounts, notes *noteSe
 	defer func() {
 		cctx, cancel := closeCtx(ctx)
 		defer cancel()
-		err = errors.Join(err, p.Close(cctx)) // aborts the last, empty, transaction
+		err = errors.Join(err, p.Close(cctx))
 	}()
 	if err := p.InitTransactions(ctx); err != nil {
 		return fmt.Errorf("InitTransactions: %w", err)
 	}
-	if err := p.BeginTransaction(); err != nil {
-		return fmt.Errorf("BeginTransaction: %w", err)
+	ccl, err := riffle.NewClient(riffle.SeedBrokers(spec.addr)) // the group member's own client
+	if err != nil {
+		return err
 	}
+	defer ccl.Close()
 
-	total, perTxn := int64(spec.records), int64(spec.perTxn)
-	var (
-		txn     sync.RWMutex
-		mu      sync.Mutex // guards offsets
-		offsets = map[riffle.TopicPartition]riffle.OffsetAndMetadata{}
-		pending atomic.Int64          // inputs taken into the open transaction
-		full    atomic.Bool           // a batch did not fit in the open transaction
-		next    = make(chan struct{}) // closed when the open transaction commits (replaced under txn held exclusively)
-		handled atomic.Int64          // inputs handled in all
-		kick    = make(chan struct{}, 1)
-		cs      *riffle.Consumer
-	)
-	poke := func() {
-		select {
-		case kick <- struct{}{}:
-		default: // a kick is pending: the committer will look
-		}
-	}
-	// take reserves n inputs in the open transaction, if they fit.
-	take := func(n int64) bool {
-		for {
-			cur := pending.Load()
-			if cur > 0 && cur+n > perTxn {
-				return false
-			}
-			if pending.CompareAndSwap(cur, cur+n) {
-				return true
-			}
-		}
-	}
-	// commit commits the open transaction if it holds inputs and begins
-	// the next one; the caller holds txn exclusively.
-	commit := func(ctx context.Context) error {
-		n := pending.Load()
-		if n == 0 {
-			return nil
-		}
-		mu.Lock()
-		offs := offsets
-		offsets = make(map[riffle.TopicPartition]riffle.OffsetAndMetadata, len(offs))
-		mu.Unlock()
-		if err := p.SendOffsetsToTransaction(ctx, offs, cs.GroupMetadata()); err != nil {
-			return fmt.Errorf("SendOffsetsToTransaction: %w", err)
-		}
-		if err := p.CommitTransaction(ctx); err != nil {
-			return fmt.Errorf("CommitTransaction: %w", err)
-		}
-		pending.Store(0)
-		full.Store(false)
-		close(next)
-		next = make(chan struct{})
-		c.txns.Add(1)
-		c.inputs.Add(n)
-		if err := p.BeginTransaction(); err != nil {
-			return fmt.Errorf("BeginTransaction: %w", err)
-		}
-		return nil
-	}
+	total := int64(spec.records)
+	var handled atomic.Int64
+	all := make(chan struct{})
 	cb := func(_ *riffle.Record, err error) { c.produced.done(err) }
-	cs, err = riffle.NewConsumer(cl,
+	cs, err := riffle.NewConsumer(ccl,
 		riffle.ConsumerGroup(spec.group), riffle.SubscribeTopics(spec.input),
 		riffle.OffsetReset(riffle.ResetEarliest),
-		riffle.Isolation(riffle.ReadCommitted),
-		riffle.DisableCommits(),
 		riffle.MaxBatchRecords(spec.perTxn),
+		riffle.ExactlyOnce(p, riffle.CommitEvery{Interval: 30 * time.Second, Records: spec.perTxn}),
 		riffle.HandleBatch(func(hctx context.Context, b *riffle.FetchBatch) error {
-			n := int64(len(b.Records))
-			if n == 0 {
-				return nil
-			}
-			for {
-				txn.RLock()
-				if take(n) {
-					break
-				}
-				full.Store(true)
-				wait := next
-				txn.RUnlock()
-				poke()
-				select {
-				case <-wait:
-				case <-hctx.Done():
-					return hctx.Err()
-				}
-			}
 			for _, r := range b.Records {
 				p.Produce(hctx, &riffle.Record{Topic: spec.topic, Key: r.Key, Value: ctpValue(b.Partition, r.Offset, r.Value)}, cb)
 			}
-			last := b.Records[len(b.Records)-1]
-			mu.Lock()
-			offsets[riffle.TopicPartition{Topic: b.Topic, Partition: b.Partition}] = riffle.OffsetAndMetadata{Offset: last.Offset + 1, LeaderEpoch: last.LeaderEpoch}
-			mu.Unlock()
-			isFull := pending.Load() >= perTxn
-			txn.RUnlock()
-			if h := handled.Add(n); isFull || h >= total {
-				poke()
+			if handled.Add(int64(len(b.Records))) == total {
+				close(all)
 			}
 			return nil
-		}),
-		// Revoked partitions' handlers have finished: commit what they
-		// produced before another member can read the partitions.
-		riffle.OnPartitionsRevoked(func(rctx context.Context, _ []riffle.TopicPartition) {
-			txn.Lock()
-			defer txn.Unlock()
-			if err := commit(rctx); err != nil {
-				notes.add("commit on revoke: %v", err)
-			}
 		}),
 		riffle.OnPartitionError(func(pe *riffle.PartitionError) { notes.add("partition error: %v", pe) }),
 	)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		cctx, cancel := closeCtx(ctx)
-		defer cancel()
-		_, cerr := cs.Close(cctx)
-		err = errors.Join(err, cerr)
-	}()
-	for c.inputs.Load() < total {
-		select {
-		case <-kick:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		txn.Lock()
-		var err error
-		if full.Load() || pending.Load() >= perTxn || handled.Load() >= total {
-			err = commit(ctx)
-		}
-		txn.Unlock()
-		if err != nil {
-			// An abortable error would need an abort and a consumer
-			// restarted from the committed offsets; the benchmark
-			// expects none and reports it instead.
-			return err
-		}
+	select {
+	case <-all:
+	case <-ctx.Done():
+		cs.Close(ctx)
+		return ctx.Err()
+	}
+	// Close commits the last transaction.
+	cctx, cancel := closeCtx(ctx)
+	defer cancel()
+	_, cerr := cs.Close(cctx)
+	st := cs.Stats()
+	c.txns.Add(st.TxnCommitted)
+	c.inputs.Add(handled.Load())
+	if st.TxnAborted > 0 {
+		notes.add("%d transactions aborted and redone", st.TxnAborted)
+	}
+	if cerr != nil {
+		return cerr
 	}
 	c.finish()
 	return nil

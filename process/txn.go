@@ -308,6 +308,8 @@ func (d *txnDriver) finishedLocked(pt *part, ok bool) {
 	}
 	d.finished++
 	if d.every.Records > 0 && d.finished >= d.every.Records {
+		// Full: no record finishes into it until the loop committed.
+		d.closeGateLocked()
 		d.nudge()
 	}
 }

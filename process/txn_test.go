@@ -252,8 +252,8 @@ func TestExactlyOnceModes(t *testing.T) {
 			if aborted != 0 || st.TxnAborted != 0 {
 				t.Errorf("a clean run aborted %d outputs in %d transactions", aborted, st.TxnAborted)
 			}
-			if st.TxnCommitted < 2 {
-				t.Errorf("%d transactions committed; want several (interval 50 ms)", st.TxnCommitted)
+			if st.TxnCommitted < 1 {
+				t.Errorf("%d transactions committed before Close, though the group's offsets cover every input", st.TxnCommitted)
 			}
 			t.Logf("%d transactions committed", st.TxnCommitted)
 		})
