@@ -176,7 +176,27 @@ func configRouted[R any](ctx context.Context, a *Admin, resources []configResour
 ) (replies map[configResource]R, failed map[configResource]error, err error) {
 	cl := a.c.cl
 	replies, failed = map[configResource]R{}, map[configResource]error{}
-	pending := resources
+	var ids []int32
+	for _, r := range resources {
+		if n := r.node(); n >= 0 {
+			ids = append(ids, n)
+		}
+	}
+	known, err := a.knownBrokers(ctx, ids)
+	if err != nil {
+		return nil, nil, err
+	}
+	var pending []configResource
+	for _, r := range resources {
+		if n := r.node(); n >= 0 && !known[n] {
+			failed[r] = fmt.Errorf("%w: %d", ErrUnknownBroker, n)
+			continue
+		}
+		pending = append(pending, r)
+	}
+	if len(pending) == 0 {
+		return replies, failed, nil
+	}
 	err = cl.Retry(ctx, func(ctx context.Context) error {
 		byNode := map[int32][]configResource{}
 		var order []int32

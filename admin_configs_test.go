@@ -31,11 +31,11 @@ func TestAdminBrokerConfigs(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 
-	got, err := adm.DescribeBrokerConfigs(ctx, 2, 0, 1, DefaultBroker, 2, -7)
+	got, err := adm.DescribeBrokerConfigs(ctx, 2, 0, 1, DefaultBroker, 2, -7, 9)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 5 {
+	if len(got) != 6 || !errors.Is(got[5].Err, ErrUnknownBroker) {
 		t.Fatalf("want one result per distinct broker, got %+v", got)
 	}
 	for i, want := range []int32{2, 0, 1} {
