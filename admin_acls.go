@@ -34,7 +34,9 @@ const (
 var aclResourceNames = []string{"UNKNOWN", "ANY", "TOPIC", "GROUP", "CLUSTER", "TRANSACTIONAL_ID", "DELEGATION_TOKEN", "USER"}
 
 // String returns the Java name, e.g. TOPIC or TRANSACTIONAL_ID.
-func (t ACLResourceType) String() string { return enumName(aclResourceNames, int8(t), "ACLResourceType") }
+func (t ACLResourceType) String() string {
+	return enumName(aclResourceNames, int8(t), "ACLResourceType")
+}
 
 // ParseACLResourceType parses a resource type by its name (any case; '-'
 // for '_'), e.g. "topic" or "transactional-id".
