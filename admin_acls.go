@@ -20,16 +20,29 @@ import (
 type ACLResourceType int8
 
 // Resource types. ACLResourceAny only appears in filters.
-const (
-	ACLResourceUnknown         ACLResourceType = 0
-	ACLResourceAny             ACLResourceType = 1
-	ACLResourceTopic           ACLResourceType = 2
-	ACLResourceGroup           ACLResourceType = 3
-	ACLResourceCluster         ACLResourceType = 4
-	ACLResourceTransactionalID ACLResourceType = 5
-	ACLResourceDelegationToken ACLResourceType = 6
-	ACLResourceUser            ACLResourceType = 7
-)
+// ACLResourceUnknown is UNKNOWN.
+const ACLResourceUnknown ACLResourceType = 0
+
+// ACLResourceAny is ANY.
+const ACLResourceAny ACLResourceType = 1
+
+// ACLResourceTopic is TOPIC.
+const ACLResourceTopic ACLResourceType = 2
+
+// ACLResourceGroup is GROUP.
+const ACLResourceGroup ACLResourceType = 3
+
+// ACLResourceCluster is CLUSTER.
+const ACLResourceCluster ACLResourceType = 4
+
+// ACLResourceTransactionalID is TRANSACTIONAL_ID.
+const ACLResourceTransactionalID ACLResourceType = 5
+
+// ACLResourceDelegationToken is DELEGATION_TOKEN.
+const ACLResourceDelegationToken ACLResourceType = 6
+
+// ACLResourceUser is USER.
+const ACLResourceUser ACLResourceType = 7
 
 var aclResourceNames = []string{"UNKNOWN", "ANY", "TOPIC", "GROUP", "CLUSTER", "TRANSACTIONAL_ID", "DELEGATION_TOKEN", "USER"}
 
@@ -52,13 +65,20 @@ type ACLPatternType int8
 // filters: Any matches ACLs of every pattern type by name as given,
 // Match the ACLs that apply to the named resource (literal, the "*"
 // wildcard and prefixes of it).
-const (
-	ACLPatternUnknown  ACLPatternType = 0
-	ACLPatternAny      ACLPatternType = 1
-	ACLPatternMatch    ACLPatternType = 2
-	ACLPatternLiteral  ACLPatternType = 3
-	ACLPatternPrefixed ACLPatternType = 4
-)
+// ACLPatternUnknown is UNKNOWN.
+const ACLPatternUnknown ACLPatternType = 0
+
+// ACLPatternAny is ANY.
+const ACLPatternAny ACLPatternType = 1
+
+// ACLPatternMatch is MATCH.
+const ACLPatternMatch ACLPatternType = 2
+
+// ACLPatternLiteral is LITERAL.
+const ACLPatternLiteral ACLPatternType = 3
+
+// ACLPatternPrefixed is PREFIXED.
+const ACLPatternPrefixed ACLPatternType = 4
 
 var aclPatternNames = []string{"UNKNOWN", "ANY", "MATCH", "LITERAL", "PREFIXED"}
 
@@ -76,24 +96,53 @@ type ACLOperation int8
 
 // Operations. ACLOperationAny only appears in filters; ACLOperationAll
 // in an ACL covers every operation.
-const (
-	ACLOperationUnknown         ACLOperation = 0
-	ACLOperationAny             ACLOperation = 1
-	ACLOperationAll             ACLOperation = 2
-	ACLOperationRead            ACLOperation = 3
-	ACLOperationWrite           ACLOperation = 4
-	ACLOperationCreate          ACLOperation = 5
-	ACLOperationDelete          ACLOperation = 6
-	ACLOperationAlter           ACLOperation = 7
-	ACLOperationDescribe        ACLOperation = 8
-	ACLOperationClusterAction   ACLOperation = 9
-	ACLOperationDescribeConfigs ACLOperation = 10
-	ACLOperationAlterConfigs    ACLOperation = 11
-	ACLOperationIdempotentWrite ACLOperation = 12
-	ACLOperationCreateTokens    ACLOperation = 13
-	ACLOperationDescribeTokens  ACLOperation = 14
-	ACLOperationTwoPhaseCommit  ACLOperation = 15
-)
+// ACLOperationUnknown is UNKNOWN.
+const ACLOperationUnknown ACLOperation = 0
+
+// ACLOperationAny is ANY.
+const ACLOperationAny ACLOperation = 1
+
+// ACLOperationAll is ALL.
+const ACLOperationAll ACLOperation = 2
+
+// ACLOperationRead is READ.
+const ACLOperationRead ACLOperation = 3
+
+// ACLOperationWrite is WRITE.
+const ACLOperationWrite ACLOperation = 4
+
+// ACLOperationCreate is CREATE.
+const ACLOperationCreate ACLOperation = 5
+
+// ACLOperationDelete is DELETE.
+const ACLOperationDelete ACLOperation = 6
+
+// ACLOperationAlter is ALTER.
+const ACLOperationAlter ACLOperation = 7
+
+// ACLOperationDescribe is DESCRIBE.
+const ACLOperationDescribe ACLOperation = 8
+
+// ACLOperationClusterAction is CLUSTER_ACTION.
+const ACLOperationClusterAction ACLOperation = 9
+
+// ACLOperationDescribeConfigs is DESCRIBE_CONFIGS.
+const ACLOperationDescribeConfigs ACLOperation = 10
+
+// ACLOperationAlterConfigs is ALTER_CONFIGS.
+const ACLOperationAlterConfigs ACLOperation = 11
+
+// ACLOperationIdempotentWrite is IDEMPOTENT_WRITE.
+const ACLOperationIdempotentWrite ACLOperation = 12
+
+// ACLOperationCreateTokens is CREATE_TOKENS.
+const ACLOperationCreateTokens ACLOperation = 13
+
+// ACLOperationDescribeTokens is DESCRIBE_TOKENS.
+const ACLOperationDescribeTokens ACLOperation = 14
+
+// ACLOperationTwoPhaseCommit is TWO_PHASE_COMMIT.
+const ACLOperationTwoPhaseCommit ACLOperation = 15
 
 var aclOperationNames = []string{"UNKNOWN", "ANY", "ALL", "READ", "WRITE", "CREATE", "DELETE", "ALTER", "DESCRIBE",
 	"CLUSTER_ACTION", "DESCRIBE_CONFIGS", "ALTER_CONFIGS", "IDEMPOTENT_WRITE", "CREATE_TOKENS", "DESCRIBE_TOKENS", "TWO_PHASE_COMMIT"}
@@ -112,12 +161,17 @@ func ParseACLOperation(s string) (ACLOperation, error) {
 type ACLPermission int8
 
 // Permissions. ACLPermissionAny only appears in filters.
-const (
-	ACLPermissionUnknown ACLPermission = 0
-	ACLPermissionAny     ACLPermission = 1
-	ACLPermissionDeny    ACLPermission = 2
-	ACLPermissionAllow   ACLPermission = 3
-)
+// ACLPermissionUnknown is UNKNOWN.
+const ACLPermissionUnknown ACLPermission = 0
+
+// ACLPermissionAny is ANY.
+const ACLPermissionAny ACLPermission = 1
+
+// ACLPermissionDeny is DENY.
+const ACLPermissionDeny ACLPermission = 2
+
+// ACLPermissionAllow is ALLOW.
+const ACLPermissionAllow ACLPermission = 3
 
 var aclPermissionNames = []string{"UNKNOWN", "ANY", "DENY", "ALLOW"}
 

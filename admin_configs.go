@@ -59,16 +59,17 @@ type BrokerConfigs struct {
 type ConfigOp int8
 
 // Config operations, with their wire values.
-const (
-	// ConfigOpSet sets the config to Value; with a nil Value it deletes it.
-	ConfigOpSet ConfigOp = 0
-	// ConfigOpDelete deletes the config: it reverts to its default.
-	ConfigOpDelete ConfigOp = 1
-	// ConfigOpAppend adds Value (comma-separated items) to a list config.
-	ConfigOpAppend ConfigOp = 2
-	// ConfigOpSubtract removes Value's items from a list config.
-	ConfigOpSubtract ConfigOp = 3
-)
+// ConfigOpSet sets the config to Value; with a nil Value it deletes it.
+const ConfigOpSet ConfigOp = 0
+
+// ConfigOpDelete deletes the config: it reverts to its default.
+const ConfigOpDelete ConfigOp = 1
+
+// ConfigOpAppend adds Value (comma-separated items) to a list config.
+const ConfigOpAppend ConfigOp = 2
+
+// ConfigOpSubtract removes Value's items from a list config.
+const ConfigOpSubtract ConfigOp = 3
 
 // String returns SET, DELETE, APPEND or SUBTRACT.
 func (o ConfigOp) String() string {

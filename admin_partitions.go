@@ -316,14 +316,13 @@ func (a *Admin) ListPartitionReassignments(ctx context.Context, partitions ...To
 type ElectionType int8
 
 // Election types (KIP-460), with their wire values.
-const (
-	// ElectionPreferred moves leadership back to each partition's
-	// preferred replica (the first of its replicas) if it is in sync.
-	ElectionPreferred ElectionType = 0
-	// ElectionUnclean elects a leader among all live replicas, in sync or
-	// not, when the partition has no leader: records may be lost.
-	ElectionUnclean ElectionType = 1
-)
+// ElectionPreferred moves leadership back to each partition's
+// preferred replica (the first of its replicas) if it is in sync.
+const ElectionPreferred ElectionType = 0
+
+// ElectionUnclean elects a leader among all live replicas, in sync or
+// not, when the partition has no leader: records may be lost.
+const ElectionUnclean ElectionType = 1
 
 // String returns PREFERRED or UNCLEAN.
 func (t ElectionType) String() string {

@@ -29,10 +29,11 @@ var ErrResourceNotFound = kafkaerr.ForCode(kafkaerr.ResourceNotFound)
 type ScramMechanism int8
 
 // SCRAM mechanisms, with their wire values.
-const (
-	ScramSHA256 ScramMechanism = 1
-	ScramSHA512 ScramMechanism = 2
-)
+// ScramSHA256 is SCRAM-SHA-256.
+const ScramSHA256 ScramMechanism = 1
+
+// ScramSHA512 is SCRAM-SHA-512.
+const ScramSHA512 ScramMechanism = 2
 
 // String returns SCRAM-SHA-256 or SCRAM-SHA-512.
 func (m ScramMechanism) String() string {
@@ -375,14 +376,14 @@ func quotaEntityKey(e []QuotaEntityComponent) string {
 type QuotaMatch int8
 
 // Quota filter matches, with their wire values.
-const (
-	// QuotaMatchExact matches the component named Name.
-	QuotaMatchExact QuotaMatch = 0
-	// QuotaMatchDefault matches the type's default entity.
-	QuotaMatchDefault QuotaMatch = 1
-	// QuotaMatchAny matches any named (non-default) entity of the type.
-	QuotaMatchAny QuotaMatch = 2
-)
+// QuotaMatchExact matches the component named Name.
+const QuotaMatchExact QuotaMatch = 0
+
+// QuotaMatchDefault matches the type's default entity.
+const QuotaMatchDefault QuotaMatch = 1
+
+// QuotaMatchAny matches any named (non-default) entity of the type.
+const QuotaMatchAny QuotaMatch = 2
 
 // QuotaFilterComponent selects quota entities by one of their types.
 type QuotaFilterComponent struct {

@@ -212,8 +212,7 @@ stderr. riffle exits with status 1 if any ACL could not be created.`,
 		}
 		bindings := make([]riffle.ACLBinding, len(filters))
 		for i, fl := range filters {
-			bindings[i] = riffle.ACLBinding{ResourceType: fl.ResourceType, ResourceName: fl.ResourceName, PatternType: fl.PatternType,
-				Principal: fl.Principal, Host: fl.Host, Operation: fl.Operation, Permission: fl.Permission}
+			bindings[i] = riffle.ACLBinding(fl) // the same fields
 		}
 		cl, err := a.connect()
 		if err != nil {
