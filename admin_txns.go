@@ -97,118 +97,37 @@ type PartitionProducers struct {
 // partition whose leader moved is retried after a metadata refresh,
 // within the client's retry budget.
 func (a *Admin) DescribeProducers(ctx context.Context, partitions ...TopicPartition) ([]PartitionProducers, error) {
-	cl := a.c.cl
 	all := uniqueTPs(partitions)
-	results := make(map[TopicPartition]PartitionProducers, len(all))
-
-	// Partitions the metadata does not have are answered now: Leader
-	// would retry them until the budget runs out.
-	type topicLookup struct {
-		tm  *cluster.TopicMeta
-		err error
-	}
-	topics := map[string]topicLookup{}
-	var pending []TopicPartition
-	for _, tp := range all {
-		t, seen := topics[tp.Topic]
-		if !seen {
-			t.tm, t.err = cl.LookupTopic(ctx, tp.Topic)
-			if t.err != nil && ctx.Err() != nil {
-				return nil, t.err
-			}
-			topics[tp.Topic] = t
-		}
-		switch _, ok := t.tm.Partition(tp.Partition); {
-		case t.err != nil:
-			results[tp] = PartitionProducers{TopicPartition: tp, Err: t.err}
-		case !ok:
-			results[tp] = PartitionProducers{TopicPartition: tp,
-				Err: fmt.Errorf("%w: %s is not in the topic's metadata", ErrUnknownTopicOrPartition, tp)}
-		default:
-			pending = append(pending, tp)
-		}
-	}
-
-	err := cl.Retry(ctx, func(ctx context.Context) error {
-		byLeader := map[int32][]TopicPartition{}
-		for _, tp := range pending {
-			pm, err := cl.Leader(ctx, tp.Topic, tp.Partition)
+	replies, failed, err := leaderRouted(ctx, a, "describe producers", all,
+		func(ctx context.Context, leader int32, tps []TopicPartition) (map[TopicPartition]kmsg.DescribeProducersResponseTopicPartition, error) {
+			resp, err := a.c.cl.Request(ctx, leader, cluster.ClassOther, describeProducersRequest(tps))
 			if err != nil {
-				results[tp] = PartitionProducers{TopicPartition: tp, Err: err} // Leader retried already
-				continue
+				return nil, err
 			}
-			byLeader[pm.Leader] = append(byLeader[pm.Leader], tp)
-		}
-		var (
-			mu       sync.Mutex
-			wg       sync.WaitGroup
-			retry    []TopicPartition
-			retryErr error // a retriable cause of the retries
-		)
-		for leader, tps := range byLeader {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				resp, err := cl.Request(ctx, leader, cluster.ClassOther, describeProducersRequest(tps))
-				mu.Lock()
-				defer mu.Unlock()
-				if err != nil {
-					err = fmt.Errorf("broker %d: %w", leader, err)
-					if errs.IsRetriable(err) {
-						retry = append(retry, tps...)
-						retryErr = err
-					} else {
-						for _, tp := range tps {
-							results[tp] = PartitionProducers{TopicPartition: tp, Err: err}
-						}
-					}
-					return
+			out := map[TopicPartition]kmsg.DescribeProducersResponseTopicPartition{}
+			for _, rt := range resp.(*kmsg.DescribeProducersResponse).Topics {
+				for _, rp := range rt.Partitions {
+					out[TopicPartition{rt.Topic, rp.Partition}] = rp
 				}
-				got := map[TopicPartition]bool{}
-				for _, rt := range resp.(*kmsg.DescribeProducersResponse).Topics {
-					for _, rp := range rt.Partitions {
-						tp := TopicPartition{rt.Topic, rp.Partition}
-						got[tp] = true
-						e := withMessage(rp.ErrorCode, rp.ErrorMessage)
-						if e != nil && kafkaerr.Typed(rp.ErrorCode).Retriable {
-							retry = append(retry, tp)
-							retryErr = fmt.Errorf("broker %d: %s: %w", leader, tp, e)
-							continue
-						}
-						r := PartitionProducers{TopicPartition: tp, Err: e}
-						if e == nil {
-							r.Producers = producerStates(rp.ActiveProducers)
-						}
-						results[tp] = r
-					}
-				}
-				for _, tp := range tps {
-					if !got[tp] {
-						results[tp] = PartitionProducers{TopicPartition: tp,
-							Err: fmt.Errorf("broker %d: %w: no result for %s in the response", leader, errs.ErrMalformed, tp)}
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		pending = retry
-		if len(retry) > 0 {
-			cl.TriggerMetadata()
-			return fmt.Errorf("describe producers: %d partitions to retry: %w", len(retry), retryErr)
-		}
-		return nil
-	})
-	if err != nil && (ctx.Err() != nil || errors.Is(err, errs.ErrClientClosed)) {
-		return nil, err
-	}
+			}
+			return out, nil
+		},
+		func(rp kmsg.DescribeProducersResponseTopicPartition) int16 { return rp.ErrorCode })
 	if err != nil {
-		for _, tp := range pending { // the retries gave up on these
-			results[tp] = PartitionProducers{TopicPartition: tp, Err: err}
-		}
+		return nil, err
 	}
 	out := make([]PartitionProducers, len(all))
 	for i, tp := range all {
-		out[i] = results[tp]
+		rp, ok := replies[tp]
+		if !ok {
+			out[i] = PartitionProducers{TopicPartition: tp, Err: failed[tp]}
+			continue
+		}
+		r := PartitionProducers{TopicPartition: tp, Err: withMessage(rp.ErrorCode, rp.ErrorMessage)}
+		if r.Err == nil {
+			r.Producers = producerStates(rp.ActiveProducers)
+		}
+		out[i] = r
 	}
 	return out, nil
 }

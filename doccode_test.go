@@ -85,7 +85,19 @@ func readmeTour(ctx context.Context, user, pass string, k, v []byte, recs []*rif
 			return t.Err // e.g. riffle.ErrPolicyViolation
 		}
 	}
-	return nil
+	// The rest of Java's AdminClient works the same way, one result per item:
+	// ACLs, client quotas, topic and broker configs (incremental), DeleteRecords,
+	// reassignments, ElectLeaders, log dirs, SCRAM credentials (salted here),
+	// group offsets, features. Each goes to the broker that must answer
+	// (controller, leader, coordinator, a given broker) and is retried there.
+	acls, err := cl.Admin().CreateACLs(ctx, riffle.ACLBinding{
+		ResourceType: riffle.ACLResourceTopic, ResourceName: "events", Principal: "User:billing",
+		Operation: riffle.ACLOperationRead, Permission: riffle.ACLPermissionAllow,
+	})
+	if err != nil {
+		return err
+	}
+	return acls.Err() // the per-ACL errors joined, nil if all were created
 }
 
 // packageDoc is the snippet of the package documentation (doc.go).

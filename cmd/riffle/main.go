@@ -1,6 +1,7 @@
 // Command riffle is a command-line Kafka client built on Riffle: it
 // describes clusters and topics, creates and deletes topics, produces and
-// consumes records, manages consumer groups, inspects transactions, serves
+// consumes records, manages consumer groups, inspects transactions,
+// manages ACLs, configs and SCRAM credentials, deletes records, serves
 // an embedded cluster and runs a demo. Without --brokers (or
 // RIFFLE_BROKERS) a command starts an embedded in-process cluster, so
 // every command works with nothing installed.
@@ -150,7 +151,9 @@ func (a *app) rootCmd() *cobra.Command {
 its topics (cluster, topic), creates and deletes topics, writes and reads
 records (produce, consume), lists, describes, resets and deletes consumer
 groups and shows their lag (group), lists and describes transactions and
-the producers active on a topic (txn), runs an embedded cluster until
+the producers active on a topic (txn), manages ACLs (acl), topic and
+broker configs (config), deletes records below an offset (records) and
+sets users' SCRAM credentials (user), runs an embedded cluster until
 Ctrl-C (serve) and gives a guided tour (demo).
 
 Brokers come from --brokers or, failing that, the RIFFLE_BROKERS environment
@@ -211,6 +214,7 @@ Interrupted commands still finish cleanly and print their summary.`,
 	root.AddCommand(a.clusterCmd(), a.topicCmd(), a.demoCmd())
 	root.AddCommand(a.consumerGroupCmd(), a.txnCmd())
 	root.AddCommand(a.produceCmd(), a.consumeCmd())
+	root.AddCommand(a.aclCmd(), a.configCmd(), a.recordsCmd(), a.userCmd())
 	root.AddCommand(a.serveCmd())
 	return root
 }

@@ -15,5 +15,6 @@ import (
 func TestMain(m *testing.M) {
 	os.Unsetenv(envBrokers)
 	os.Unsetenv(envSASLPassword)
+	os.Unsetenv(envScramPassword)
 	goleak.VerifyTestMain(m)
 }

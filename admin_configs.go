@@ -1,0 +1,540 @@
+package riffle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"sync"
+
+	"github.com/riffle-go/riffle/internal/cluster"
+	"github.com/riffle-go/riffle/internal/errs"
+	"github.com/riffle-go/riffle/internal/kafkaerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Configs of topics and brokers: DescribeTopicConfigs,
+// DescribeBrokerConfigs, AlterTopicConfigs and
+// IncrementalAlterBrokerConfigs share one path (configRouted): the config
+// of a given broker is asked of that broker (brokers only answer for
+// themselves), every other resource of any broker; resources whose answer
+// is retriable are asked again within the client's retry budget.
+
+// DefaultBroker names the cluster-wide default broker config (the broker
+// resource with an empty name, as Java's ConfigResource(BROKER, "")) in
+// DescribeBrokerConfigs and IncrementalAlterBrokerConfigs: dynamic
+// configs set there apply to every broker that has no value of its own.
+const DefaultBroker int32 = -1
+
+// ConfigEntry is one config of a resource.
+type ConfigEntry struct {
+	Name      string
+	Value     *string // nil when sensitive or unset
+	Source    string  // e.g. DYNAMIC_TOPIC_CONFIG, DEFAULT_CONFIG
+	ReadOnly  bool
+	Sensitive bool
+	IsDefault bool
+}
+
+// TopicConfigs is the configuration of one topic.
+type TopicConfigs struct {
+	Topic   string
+	Configs []ConfigEntry
+	Err     error
+}
+
+// BrokerConfigs is the configuration of one broker, or the cluster-wide
+// default (Broker DefaultBroker).
+type BrokerConfigs struct {
+	Broker int32
+	// Configs are sorted by name.
+	Configs []ConfigEntry
+	// Err is the broker's error: why it could not answer, or e.g.
+	// CLUSTER_AUTHORIZATION_FAILED; Configs is then empty.
+	Err error
+}
+
+// ConfigOp is the operation of an incremental config change (KIP-339).
+type ConfigOp int8
+
+// Config operations, with their wire values.
+// ConfigOpSet sets the config to Value; with a nil Value it deletes it.
+const ConfigOpSet ConfigOp = 0
+
+// ConfigOpDelete deletes the config: it reverts to its default.
+const ConfigOpDelete ConfigOp = 1
+
+// ConfigOpAppend adds Value (comma-separated items) to a list config.
+const ConfigOpAppend ConfigOp = 2
+
+// ConfigOpSubtract removes Value's items from a list config.
+const ConfigOpSubtract ConfigOp = 3
+
+// String returns SET, DELETE, APPEND or SUBTRACT.
+func (o ConfigOp) String() string {
+	switch o {
+	case ConfigOpSet:
+		return "SET"
+	case ConfigOpDelete:
+		return "DELETE"
+	case ConfigOpAppend:
+		return "APPEND"
+	case ConfigOpSubtract:
+		return "SUBTRACT"
+	}
+	return fmt.Sprintf("ConfigOp(%d)", int8(o))
+}
+
+// AlterConfig changes one config of a topic: Value sets it, a nil Value
+// deletes it (back to the default). Op, ConfigOpSet by default, may also
+// be ConfigOpDelete, ConfigOpAppend or ConfigOpSubtract.
+type AlterConfig struct {
+	Topic string
+	Name  string
+	Value *string
+	Op    ConfigOp
+}
+
+// BrokerConfigChange changes one config of a broker, or of the cluster-wide
+// default (Broker DefaultBroker). Op is ConfigOpSet by default (a nil
+// Value then deletes the config), or ConfigOpDelete, ConfigOpAppend or
+// ConfigOpSubtract.
+type BrokerConfigChange struct {
+	Broker int32
+	Name   string
+	Value  *string
+	Op     ConfigOp
+}
+
+// BrokerResult is the outcome of an admin operation for one broker. Err is
+// nil on success or a *KafkaError (e.g. INVALID_REQUEST,
+// INVALID_CONFIG), or why the broker could not be reached.
+type BrokerResult struct {
+	Broker int32
+	Err    error
+}
+
+// BrokerResults is one result per broker, in request order.
+type BrokerResults []BrokerResult
+
+// Err joins the per-broker errors (nil if every broker succeeded).
+func (rs BrokerResults) Err() error {
+	var all []error
+	for _, r := range rs {
+		if r.Err != nil {
+			all = append(all, fmt.Errorf("broker %s: %w", brokerName(r.Broker), r.Err))
+		}
+	}
+	return errors.Join(all...)
+}
+
+// configResource is a resource of DescribeConfigs and
+// IncrementalAlterConfigs.
+type configResource struct {
+	typ  kmsg.ConfigResourceType
+	name string
+}
+
+// node is the broker that must answer for r, -1 for any broker.
+func (r configResource) node() int32 {
+	if r.typ == kmsg.ConfigResourceTypeBroker || r.typ == kmsg.ConfigResourceTypeBrokerLogger {
+		if id, err := strconv.ParseInt(r.name, 10, 32); err == nil {
+			return int32(id)
+		}
+	}
+	return -1
+}
+
+func brokerResource(id int32) configResource {
+	r := configResource{typ: kmsg.ConfigResourceTypeBroker}
+	if id != DefaultBroker {
+		r.name = strconv.Itoa(int(id))
+	}
+	return r
+}
+
+// brokerName is a broker id in messages: its number, or "default".
+func brokerName(id int32) string {
+	if id == DefaultBroker {
+		return "default"
+	}
+	return strconv.Itoa(int(id))
+}
+
+// configRouted sends config requests for resources: those of a given
+// broker to that broker, the others to any broker, one request per
+// destination (destinations in parallel). Resources whose reply code
+// (per code) is retriable, or whose broker could not be reached for a
+// retriable reason, are sent again within the client's retry budget.
+//
+// It returns the final reply of every resource that got one and, for the
+// others, why they got none. The error is for the whole call: the
+// caller's context ended or the client closed.
+func configRouted[R any](ctx context.Context, a *Admin, resources []configResource,
+	send func(ctx context.Context, rs []configResource) (kmsg.Request, func(kmsg.Response) map[configResource]R),
+	code func(R) int16,
+) (replies map[configResource]R, failed map[configResource]error, err error) {
+	cl := a.c.cl
+	replies, failed = map[configResource]R{}, map[configResource]error{}
+	var ids []int32
+	for _, r := range resources {
+		if n := r.node(); n >= 0 {
+			ids = append(ids, n)
+		}
+	}
+	known, err := a.knownBrokers(ctx, ids)
+	if err != nil {
+		return nil, nil, err
+	}
+	var pending []configResource
+	for _, r := range resources {
+		if n := r.node(); n >= 0 && !known[n] {
+			failed[r] = fmt.Errorf("%w: %d", ErrUnknownBroker, n)
+			continue
+		}
+		pending = append(pending, r)
+	}
+	if len(pending) == 0 {
+		return replies, failed, nil
+	}
+	err = cl.Retry(ctx, func(ctx context.Context) error {
+		byNode := map[int32][]configResource{}
+		var order []int32
+		for _, r := range pending {
+			n := r.node()
+			if _, ok := byNode[n]; !ok {
+				order = append(order, n)
+			}
+			byNode[n] = append(byNode[n], r)
+		}
+		var (
+			mu       sync.Mutex
+			wg       sync.WaitGroup
+			retry    []configResource
+			retryErr error
+		)
+		for _, node := range order {
+			rs := byNode[node]
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				req, parse := send(ctx, rs)
+				var resp kmsg.Response
+				var err error
+				dest := "any broker"
+				if node < 0 {
+					resp, err = cl.RequestAnyOnce(ctx, req)
+				} else {
+					dest = fmt.Sprintf("broker %d", node)
+					resp, err = cl.Request(ctx, node, cluster.ClassOther, req)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					err = fmt.Errorf("%s: %w", dest, err)
+					if errs.IsRetriable(err) {
+						retry = append(retry, rs...)
+						retryErr = err
+					} else {
+						for _, r := range rs {
+							failed[r] = err
+						}
+					}
+					return
+				}
+				got := parse(resp)
+				for _, r := range rs {
+					rep, ok := got[r]
+					switch {
+					case !ok:
+						failed[r] = fmt.Errorf("%s: %w: no result for the resource in the response", dest, errs.ErrMalformed)
+					case configRetriable(code(rep)):
+						retry = append(retry, r)
+						retryErr = fmt.Errorf("%s: %w", dest, kafkaerr.ForCode(code(rep)))
+					default:
+						replies[r] = rep
+						delete(failed, r)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		pending = retry
+		if len(retry) > 0 {
+			return fmt.Errorf("configs: %d resources to retry: %w", len(retry), retryErr)
+		}
+		return nil
+	})
+	if err != nil {
+		if ctx.Err() != nil || errors.Is(err, errs.ErrClientClosed) {
+			return nil, nil, err
+		}
+		for _, r := range pending {
+			failed[r] = err
+		}
+	}
+	return replies, failed, nil
+}
+
+// configRetriable reports the per-resource codes worth asking again: the
+// retriable ones, but for UNKNOWN_TOPIC_OR_PARTITION, which is final here
+// (the topic does not exist) as in Java's admin client.
+func configRetriable(code int16) bool {
+	return code != 0 && code != kafkaerr.UnknownTopicOrPartition && kafkaerr.Typed(code).Retriable
+}
+
+// describeConfigs describes resources (distinct) and returns each one's
+// configs, sorted by name, and error.
+func (a *Admin) describeConfigs(ctx context.Context, resources []configResource) (map[configResource][]ConfigEntry, map[configResource]error, error) {
+	replies, failed, err := configRouted(ctx, a, resources,
+		func(_ context.Context, rs []configResource) (kmsg.Request, func(kmsg.Response) map[configResource]kmsg.DescribeConfigsResponseResource) {
+			req := kmsg.NewPtrDescribeConfigsRequest()
+			for _, r := range rs {
+				rr := kmsg.NewDescribeConfigsRequestResource()
+				rr.ResourceType = r.typ
+				rr.ResourceName = r.name
+				req.Resources = append(req.Resources, rr)
+			}
+			return req, func(resp kmsg.Response) map[configResource]kmsg.DescribeConfigsResponseResource {
+				out := map[configResource]kmsg.DescribeConfigsResponseResource{}
+				for _, r := range resp.(*kmsg.DescribeConfigsResponse).Resources {
+					out[configResource{r.ResourceType, r.ResourceName}] = r
+				}
+				return out
+			}
+		},
+		func(r kmsg.DescribeConfigsResponseResource) int16 { return r.ErrorCode })
+	if err != nil {
+		return nil, nil, err
+	}
+	configs := map[configResource][]ConfigEntry{}
+	for res, r := range replies {
+		if e := withMessage(r.ErrorCode, r.ErrorMessage); e != nil {
+			failed[res] = e
+			continue
+		}
+		entries := make([]ConfigEntry, 0, len(r.Configs))
+		for _, c := range r.Configs {
+			entries = append(entries, ConfigEntry{
+				Name: c.Name, Value: c.Value, Source: c.Source.String(), ReadOnly: c.ReadOnly,
+				Sensitive: c.IsSensitive, IsDefault: c.Source == kmsg.ConfigSourceDefaultConfig,
+			})
+		}
+		sort.Slice(entries, func(i, j int) bool { return entries[i].Name < entries[j].Name })
+		configs[res] = entries
+	}
+	return configs, failed, nil
+}
+
+// DescribeTopicConfigs returns the configs of topics, one result per topic.
+func (a *Admin) DescribeTopicConfigs(ctx context.Context, topics ...string) ([]TopicConfigs, error) {
+	topics = uniqueStrings(topics)
+	rs := make([]configResource, len(topics))
+	for i, t := range topics {
+		rs[i] = configResource{kmsg.ConfigResourceTypeTopic, t}
+	}
+	configs, failed, err := a.describeConfigs(ctx, rs)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]TopicConfigs, len(topics))
+	for i, r := range rs {
+		out[i] = TopicConfigs{Topic: r.name, Configs: configs[r], Err: failed[r]}
+	}
+	return out, nil
+}
+
+// DescribeBrokerConfigs returns the configs of brokers by node id, one
+// result per distinct id, in request order; DefaultBroker describes the
+// cluster-wide default configs. Each broker is asked about itself (only
+// it can answer); the default, of any broker.
+func (a *Admin) DescribeBrokerConfigs(ctx context.Context, brokers ...int32) ([]BrokerConfigs, error) {
+	brokers = uniqueInt32s(brokers)
+	var rs []configResource
+	out := make([]BrokerConfigs, len(brokers))
+	for i, b := range brokers {
+		out[i].Broker = b
+		if b < 0 && b != DefaultBroker {
+			out[i].Err = fmt.Errorf("%w: broker id %d (DefaultBroker, -1, names the cluster-wide default)", ErrInvalidConfig, b)
+			continue
+		}
+		rs = append(rs, brokerResource(b))
+	}
+	configs, failed, err := a.describeConfigs(ctx, rs)
+	if err != nil {
+		return nil, err
+	}
+	for i, b := range brokers {
+		if out[i].Err != nil {
+			continue
+		}
+		r := brokerResource(b)
+		out[i].Configs, out[i].Err = configs[r], failed[r]
+	}
+	return out, nil
+}
+
+// alterConfigs sends IncrementalAlterConfigs for the changes of each
+// resource (resources in order, each once) and returns each one's error.
+func (a *Admin) alterConfigs(ctx context.Context, resources []configResource, changes map[configResource][]kmsg.IncrementalAlterConfigsRequestResourceConfig) (map[configResource]error, error) {
+	replies, failed, err := configRouted(ctx, a, resources,
+		func(_ context.Context, rs []configResource) (kmsg.Request, func(kmsg.Response) map[configResource]error) {
+			req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+			for _, r := range rs {
+				rr := kmsg.NewIncrementalAlterConfigsRequestResource()
+				rr.ResourceType = r.typ
+				rr.ResourceName = r.name
+				rr.Configs = changes[r]
+				req.Resources = append(req.Resources, rr)
+			}
+			return req, func(resp kmsg.Response) map[configResource]error {
+				out := map[configResource]error{}
+				for _, r := range resp.(*kmsg.IncrementalAlterConfigsResponse).Resources {
+					out[configResource{r.ResourceType, r.ResourceName}] = withMessage(r.ErrorCode, r.ErrorMessage)
+				}
+				return out
+			}
+		},
+		func(e error) int16 {
+			var ke *kafkaerr.Error
+			if errors.As(e, &ke) {
+				return ke.Code
+			}
+			return 0
+		})
+	if err != nil {
+		return nil, err
+	}
+	for r, e := range replies {
+		failed[r] = e
+	}
+	return failed, nil
+}
+
+// alterOp is the wire form of one change; an error for an invalid one.
+func alterOp(name string, value *string, op ConfigOp) (kmsg.IncrementalAlterConfigsRequestResourceConfig, error) {
+	c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	c.Name, c.Value = name, value
+	switch {
+	case name == "":
+		return c, fmt.Errorf("%w: empty config name", ErrInvalidConfig)
+	case op == ConfigOpSet && value == nil:
+		op = ConfigOpDelete
+	case op == ConfigOpDelete:
+		c.Value = nil
+	case (op == ConfigOpAppend || op == ConfigOpSubtract) && value == nil:
+		return c, fmt.Errorf("%w: %s of config %q needs a value", ErrInvalidConfig, op, name)
+	case op < ConfigOpSet || op > ConfigOpSubtract:
+		return c, fmt.Errorf("%w: unknown config operation %d for config %q", ErrInvalidConfig, int8(op), name)
+	}
+	c.Op = kmsg.IncrementalAlterConfigOp(op)
+	return c, nil
+}
+
+// AlterTopicConfigs changes topic configs incrementally (only the named
+// keys change), one result per distinct topic, in request order. An
+// invalid change (an empty name, an unknown Op, APPEND or SUBTRACT
+// without a value) fails its topic with ErrInvalidConfig, and nothing is
+// sent for that topic.
+func (a *Admin) AlterTopicConfigs(ctx context.Context, changes ...AlterConfig) (TopicResults, error) {
+	var topics []string
+	var rs []configResource
+	ops := map[configResource][]kmsg.IncrementalAlterConfigsRequestResourceConfig{}
+	bad := map[string]error{}
+	for _, ch := range changes {
+		r := configResource{kmsg.ConfigResourceTypeTopic, ch.Topic}
+		if _, seen := ops[r]; !seen {
+			if _, seen := bad[ch.Topic]; !seen {
+				topics = append(topics, ch.Topic)
+			}
+		}
+		c, err := alterOp(ch.Name, ch.Value, ch.Op)
+		if err != nil {
+			bad[ch.Topic] = err
+			continue
+		}
+		ops[r] = append(ops[r], c)
+	}
+	for _, t := range topics {
+		if bad[t] == nil {
+			rs = append(rs, configResource{kmsg.ConfigResourceTypeTopic, t})
+		}
+	}
+	got, err := a.alterConfigs(ctx, rs, ops)
+	if err != nil {
+		return nil, err
+	}
+	out := make(TopicResults, len(topics))
+	for i, t := range topics {
+		e := bad[t]
+		if e == nil {
+			e = got[configResource{kmsg.ConfigResourceTypeTopic, t}]
+		}
+		out[i] = TopicResult{Topic: t, Err: e}
+	}
+	return out, nil
+}
+
+// IncrementalAlterBrokerConfigs changes dynamic broker configs
+// incrementally (only the named keys change), one result per distinct
+// broker, in request order. A change for a given broker is sent to that
+// broker; a change of the cluster-wide default (DefaultBroker) to any
+// broker. An invalid change (an empty name, a negative broker id other
+// than DefaultBroker, an unknown Op, APPEND or SUBTRACT without a value)
+// fails its broker with ErrInvalidConfig, and nothing is sent for it.
+func (a *Admin) IncrementalAlterBrokerConfigs(ctx context.Context, changes ...BrokerConfigChange) (BrokerResults, error) {
+	var brokers []int32
+	seen := map[int32]bool{}
+	ops := map[configResource][]kmsg.IncrementalAlterConfigsRequestResourceConfig{}
+	bad := map[int32]error{}
+	for _, ch := range changes {
+		if !seen[ch.Broker] {
+			seen[ch.Broker] = true
+			brokers = append(brokers, ch.Broker)
+		}
+		if ch.Broker < 0 && ch.Broker != DefaultBroker {
+			bad[ch.Broker] = fmt.Errorf("%w: broker id %d (DefaultBroker, -1, names the cluster-wide default)", ErrInvalidConfig, ch.Broker)
+			continue
+		}
+		c, err := alterOp(ch.Name, ch.Value, ch.Op)
+		if err != nil {
+			bad[ch.Broker] = err
+			continue
+		}
+		r := brokerResource(ch.Broker)
+		ops[r] = append(ops[r], c)
+	}
+	var rs []configResource
+	for _, b := range brokers {
+		if bad[b] == nil {
+			rs = append(rs, brokerResource(b))
+		}
+	}
+	got, err := a.alterConfigs(ctx, rs, ops)
+	if err != nil {
+		return nil, err
+	}
+	out := make(BrokerResults, len(brokers))
+	for i, b := range brokers {
+		e := bad[b]
+		if e == nil {
+			e = got[brokerResource(b)]
+		}
+		out[i] = BrokerResult{Broker: b, Err: e}
+	}
+	return out, nil
+}
+
+// uniqueInt32s drops repeated ids, keeping the first occurrence.
+func uniqueInt32s(in []int32) []int32 {
+	seen := make(map[int32]bool, len(in))
+	out := make([]int32, 0, len(in))
+	for _, n := range in {
+		if !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	return out
+}
