@@ -71,12 +71,6 @@ func (t *tracker) setBase(tp riffle.TopicPartition, base int64) bool {
 	return true
 }
 
-// known reports whether tp's base is set.
-func (t *tracker) known(tp riffle.TopicPartition) bool {
-	p, ok := t.parts[tp]
-	return ok && p.known
-}
-
 // markDone records r (valid: 0 <= Low <= High) as done.
 func (t *tracker) markDone(r Range) {
 	if r.Low == r.High {

@@ -12,10 +12,6 @@ var tp0 = riffle.TopicPartition{Topic: "t", Partition: 0}
 func rg(lo, hi int64) Range { return Range{Topic: "t", Partition: 0, Low: lo, High: hi} }
 
 func TestTrackerTable(t *testing.T) {
-	type op struct {
-		base int64 // >= 0: setBase before the range
-		r    Range
-	}
 	for _, tc := range []struct {
 		name  string
 		base  int64 // -1: unknown at first
