@@ -64,7 +64,8 @@ var (
 	ErrInvalidRange = errors.New("ranges: invalid range")
 )
 
-// Option configures a Reader.
+// Option configures a Reader, a Planner or a Checkpoint; each ignores the
+// options that are not about it.
 type Option func(*config)
 
 type config struct {
@@ -73,6 +74,17 @@ type config struct {
 	maxBytes      int32
 	checkCRC      bool
 	pollWait      time.Duration
+	// Planner and Checkpoint.
+	maxRecords int64
+	start      riffle.StartOffset
+}
+
+func newConfig(opts []Option) config {
+	cfg := config{maxBytes: 4 << 20, checkCRC: true, pollWait: 200 * time.Millisecond, start: riffle.AtEarliest()}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return cfg
 }
 
 // WaitForData makes a read whose range ends beyond the high watermark wait
@@ -80,8 +92,10 @@ type config struct {
 // failing with ErrBeyondHighWatermark.
 func WaitForData() Option { return func(c *config) { c.wait = true } }
 
-// ReadCommitted reads only committed transactional records (up to the last
-// stable offset).
+// ReadCommitted makes a Reader read only committed transactional records
+// (up to the last stable offset), and a Planner plan only up to the last
+// stable offset (ListOffsets at isolation level read_committed), so an open
+// transaction holds planning back where it began.
 func ReadCommitted() Option { return func(c *config) { c.readCommitted = true } }
 
 // FetchBytes sets the most bytes asked for per fetch (default 4 MiB). A
@@ -102,10 +116,7 @@ type Reader struct {
 
 // NewReader returns a reader using the client's connections.
 func NewReader(client *riffle.Client, opts ...Option) *Reader {
-	cfg := config{maxBytes: 4 << 20, checkCRC: true, pollWait: 200 * time.Millisecond}
-	for _, o := range opts {
-		o(&cfg)
-	}
+	cfg := newConfig(opts)
 	cl, log := clientinternal.Access(client)
 	return &Reader{cl: cl, log: log, cfg: cfg}
 }

@@ -151,10 +151,11 @@ func (a *app) rootCmd() *cobra.Command {
 its topics (cluster, topic), creates and deletes topics, writes and reads
 records (produce, consume), lists, describes, resets and deletes consumer
 groups and shows their lag (group), lists and describes transactions and
-the producers active on a topic (txn), manages ACLs (acl), topic and
-broker configs (config), deletes records below an offset (records) and
-sets users' SCRAM credentials (user), runs an embedded cluster until
-Ctrl-C (serve) and gives a guided tour (demo).
+the producers active on a topic (txn), splits topics into offset ranges
+for other engines to read and checkpoints them in a group (ranges),
+manages ACLs (acl), topic and broker configs (config), deletes records
+below an offset (records) and sets users' SCRAM credentials (user), runs
+an embedded cluster until Ctrl-C (serve) and gives a guided tour (demo).
 
 Brokers come from --brokers or, failing that, the RIFFLE_BROKERS environment
 variable (comma-separated host:port; the port defaults to 9092). With
@@ -213,7 +214,7 @@ Interrupted commands still finish cleanly and print their summary.`,
 
 	root.AddCommand(a.clusterCmd(), a.topicCmd(), a.demoCmd())
 	root.AddCommand(a.consumerGroupCmd(), a.txnCmd())
-	root.AddCommand(a.produceCmd(), a.consumeCmd())
+	root.AddCommand(a.produceCmd(), a.consumeCmd(), a.rangesCmd())
 	root.AddCommand(a.aclCmd(), a.configCmd(), a.recordsCmd(), a.userCmd())
 	root.AddCommand(a.serveCmd())
 	return root
