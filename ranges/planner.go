@@ -299,7 +299,7 @@ func (c *Checkpoint) Commit(ctx context.Context) error {
 	if len(want) == 0 {
 		return nil
 	}
-	if err := c.client.Admin().CommitOffsets(ctx, c.group, want); err != nil {
+	if err := c.client.Admin().AlterGroupOffsets(ctx, c.group, want); err != nil {
 		return err
 	}
 	c.mu.Lock()

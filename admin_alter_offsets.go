@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// CommitOffsets commits offsets as group's committed offsets: the offset
+// AlterGroupOffsets commits offsets as group's committed offsets: the offset
 // of the next record to read on each partition, as a consumer commits
 // them. It is for tools that track progress themselves (ranges
 // checkpoints, batch jobs) and want lag tools to see it.
@@ -17,7 +17,7 @@ import (
 // (generation -1, no member id), which the coordinator also rejects, as
 // ErrGroupActive, if a member joins in the meantime. A negative offset
 // fails with ErrInvalidConfig.
-func (a *Admin) CommitOffsets(ctx context.Context, group string, offsets map[TopicPartition]int64) error {
+func (a *Admin) AlterGroupOffsets(ctx context.Context, group string, offsets map[TopicPartition]int64) error {
 	for tp, o := range offsets {
 		if o < 0 {
 			return fmt.Errorf("%w: negative offset %d for %s", ErrInvalidConfig, o, tp)

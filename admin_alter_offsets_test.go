@@ -9,20 +9,20 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 
-func TestAdminCommitOffsets(t *testing.T) {
+func TestAdminAlterGroupOffsets(t *testing.T) {
 	fake := newFake(t, kfake.NumBrokers(1), kfake.SeedTopics(2, "t"))
 	cl := newTestClient(t, SeedBrokers(fake.ListenAddrs()...))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	adm := cl.Admin()
-	if err := adm.CommitOffsets(ctx, "g", map[TopicPartition]int64{{"t", 0}: -1}); !errors.Is(err, ErrInvalidConfig) {
+	if err := adm.AlterGroupOffsets(ctx, "g", map[TopicPartition]int64{{"t", 0}: -1}); !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("negative offset: %v", err)
 	}
-	if err := adm.CommitOffsets(ctx, "g", nil); err != nil {
+	if err := adm.AlterGroupOffsets(ctx, "g", nil); err != nil {
 		t.Fatalf("nothing to commit: %v", err)
 	}
 	want := map[TopicPartition]int64{{"t", 0}: 0, {"t", 1}: 7}
-	if err := adm.CommitOffsets(ctx, "g", want); err != nil {
+	if err := adm.AlterGroupOffsets(ctx, "g", want); err != nil {
 		t.Fatal(err)
 	}
 	got, err := adm.FetchOffsets(ctx, "g")
