@@ -85,7 +85,7 @@ type OAuthBearerError struct {
 }
 
 func (e *OAuthBearerError) Error() string {
-	s := fmt.Sprintf("OAUTHBEARER token rejected: status %q", e.Status)
+	s := fmt.Sprintf("token rejected: status %q", e.Status)
 	if e.Scope != "" {
 		s += fmt.Sprintf(", scope %q", e.Scope)
 	}
