@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/riffle-go/riffle/internal/backoff"
-	"github.com/riffle-go/riffle/internal/errs"
 	"github.com/riffle-go/riffle/internal/conn"
+	"github.com/riffle-go/riffle/internal/errs"
 )
 
 // Option configures a Client.
@@ -236,4 +236,3 @@ func MaxVersions(apiKey, version int16) Option {
 		c.maxVersions[apiKey] = version
 	}
 }
-

@@ -129,7 +129,9 @@ func (b *builtinSASL) String() string { return fmt.Sprint(b.m) }
 func (b *builtinSASL) GoString() string { return fmt.Sprintf("riffle.SASLMechanism(%#v)", b.m) }
 
 // Format makes every fmt verb print String or GoString.
-func (b *builtinSASL) Format(f fmt.State, verb rune) { formatRedacted(f, verb, b.String(), b.GoString()) }
+func (b *builtinSASL) Format(f fmt.State, verb rune) {
+	formatRedacted(f, verb, b.String(), b.GoString())
+}
 
 // LogValue logs the mechanism and user, never the password.
 func (b *builtinSASL) LogValue() slog.Value {
