@@ -2,6 +2,7 @@ package awsmskiam_test
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"time"
 
@@ -43,4 +44,18 @@ func Example() {
 	}
 	fmt.Println("authenticated; topics:", len(topics))
 	// Output: authenticated; topics: 1
+}
+
+// Against MSK: the cluster's IAM bootstrap brokers, TLS, and credentials
+// from the default chain (environment, shared files, roles).
+func ExampleMechanism() {
+	cl, err := riffle.NewClient(
+		riffle.SeedBrokers("b-1.mycluster.abc123.c2.kafka.eu-west-1.amazonaws.com:9098"),
+		riffle.DialTLS(&tls.Config{}),
+		riffle.SASL(awsmskiam.Mechanism()),
+	)
+	if err != nil {
+		panic(err)
+	}
+	defer cl.Close()
 }
