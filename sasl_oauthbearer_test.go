@@ -216,7 +216,7 @@ func TestSASLReauthentication(t *testing.T) {
 	var rejectReauth atomic.Bool
 	var tokens atomic.Int32
 	fake := newSASLFake(t, kf, saslfake.Config{
-		SessionLifetime: 1500 * time.Millisecond,
+		SessionLifetime: 3 * time.Second,
 		Validate: func(a saslfake.Auth) ([]byte, error) {
 			if a.Reauth && rejectReauth.Load() {
 				return nil, errors.New("invalid_token")
@@ -276,8 +276,11 @@ func TestSASLReauthentication(t *testing.T) {
 				}
 			})
 			n++
-			if n%200 == 0 {
-				<-time.After(time.Millisecond) // keep the machine usable
+			if n%50 == 0 {
+				// Continuous, not flat out: the test is about
+				// sessions, and a starved scheduler would only
+				// measure the machine.
+				<-time.After(time.Millisecond)
 			}
 		}
 	}
@@ -294,7 +297,7 @@ func TestSASLReauthentication(t *testing.T) {
 		return n
 	}
 
-	n := run(0, func(s saslfake.Stats) bool { return s.MaxReauthsPerConn >= 3 })
+	n := run(0, func(s saslfake.Stats) bool { return s.MaxReauthsPerConn >= 2 })
 	if err := p.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}

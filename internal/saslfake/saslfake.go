@@ -9,7 +9,10 @@
 //
 // Like a Kafka broker, it answers only ApiVersions and SASL before a
 // connection authenticates, and it closes a connection that sends any
-// other request after its session ended (counted in Stats.Expired).
+// other request after its session ended (counted in Stats.Expired). A
+// broker judges by when it gets to a request; the fake judges by when the
+// request arrived, so that its own slowness (it forwards one request at a
+// time) is not blamed on the client.
 package saslfake
 
 import (
@@ -58,12 +61,15 @@ type Config struct {
 
 // Stats counts what the fake saw.
 type Stats struct {
-	Authentications   int // successful first authentications
-	Reauthentications int // successful re-authentications
-	MaxReauthsPerConn int // the most re-authentications of one connection
-	Rejected          int // failed authentications
-	Expired           int // connections closed for a request after their session ended
-	Forwarded         int // requests forwarded to the backend
+	Authentications   int           // successful first authentications
+	Reauthentications int           // successful re-authentications
+	MaxReauthsPerConn int           // the most re-authentications of one connection
+	Rejected          int           // failed authentications
+	Expired           int           // connections closed for a request after their session ended
+	ExpiredBy         time.Duration // the latest such request came this long after the session's end
+	ExpiredKey        int16         // and was of this API key
+	ExpiredReauths    int           // on a connection re-authenticated this often
+	Forwarded         int           // requests forwarded to the backend
 }
 
 // Fake fronts backend brokers; each has a listener of its own.
@@ -218,12 +224,43 @@ type header struct {
 	body         []byte
 }
 
-func (c *fconn) serve() {
+// arrival is a request frame and when it arrived.
+type arrival struct {
+	frame []byte
+	at    time.Time
+}
+
+// read reads frames as they arrive, so that a session's end is judged by
+// when the client sent a request, not by how long the fake took to get to
+// it (forwarding is one request at a time).
+func (c *fconn) read(out chan<- arrival, done <-chan struct{}) {
+	defer close(out)
 	for {
 		frame, err := wire.ReadFrame(c.client, 100<<20, nil, 0)
 		if err != nil {
 			return
 		}
+		select {
+		case out <- arrival{frame, time.Now()}:
+		case <-done:
+			return
+		}
+	}
+}
+
+func (c *fconn) serve() {
+	frames := make(chan arrival, 64)
+	done := make(chan struct{})
+	var reader sync.WaitGroup
+	reader.Add(1)
+	go func() { defer reader.Done(); c.read(frames, done) }()
+	defer func() {
+		close(done)
+		c.client.Close()
+		reader.Wait()
+	}()
+	for a := range frames {
+		frame := a.frame
 		h, err := parseHeader(frame)
 		if err != nil {
 			return
@@ -241,8 +278,11 @@ func (c *fconn) serve() {
 			if h.key != 18 && !c.authed {
 				return // a broker closes unauthenticated connections asking for more
 			}
-			if h.key != 18 && c.f.cfg.SessionLifetime > 0 && time.Now().After(c.expiry) {
-				c.f.update(func(s *Stats) { s.Expired++ })
+			if h.key != 18 && c.f.cfg.SessionLifetime > 0 && a.at.After(c.expiry) {
+				c.f.update(func(s *Stats) {
+					s.Expired++
+					s.ExpiredBy, s.ExpiredKey, s.ExpiredReauths = a.at.Sub(c.expiry), h.key, c.reauths
+				})
 				return
 			}
 			if !c.forward(h, frame) {
