@@ -74,7 +74,7 @@ func TestSASL(t *testing.T) {
 // mechanism's unexported fields hold the password.
 func TestSASLMechanismNeverPrintsPassword(t *testing.T) {
 	for _, m := range []SASLMechanism{
-		SASLPlain("user", "hunter2"), SASLScramSHA256("user", "hunter2"), SASLScramSHA512("user", "hunter2"), {},
+		SASLPlain("user", "hunter2"), SASLScramSHA256("user", "hunter2"), SASLScramSHA512("user", "hunter2"), nil,
 	} {
 		for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%q", "%x", "%d", "%T %[1]v"} {
 			if out := fmt.Sprintf(verb, m); strings.Contains(out, "hunter2") || strings.Contains(out, hex.EncodeToString([]byte("hunter2"))) {

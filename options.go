@@ -5,15 +5,14 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"strconv"
 	"time"
 
 	"github.com/riffle-go/riffle/internal/backoff"
+	"github.com/riffle-go/riffle/internal/conn"
 	"github.com/riffle-go/riffle/internal/errs"
-	"github.com/riffle-go/riffle/internal/sasl"
 )
 
 // Option configures a Client.
@@ -27,7 +26,7 @@ type clientConfig struct {
 	dial                func(ctx context.Context, network, addr string) (net.Conn, error)
 	dialTimeout         time.Duration
 	tls                 *tls.Config
-	sasl                sasl.Mechanism
+	sasl                conn.SASLMechanism
 	requestTimeout      time.Duration
 	retryTimeout        time.Duration
 	retryBackoff        backoff.Policy
@@ -82,6 +81,8 @@ func (c *clientConfig) validate() error {
 		return bad("retry backoff must satisfy 0 < min <= max")
 	case c.reconnectBackoff.Base <= 0 || c.reconnectBackoff.Max < c.reconnectBackoff.Base:
 		return bad("reconnect backoff must satisfy 0 < min <= max")
+	case c.sasl != nil && c.sasl.Name() == "":
+		return bad("SASL mechanism %T has an empty name", c.sasl.(saslAdapter).m)
 	}
 	for _, s := range c.seeds {
 		if err := validSeed(s); err != nil {
@@ -147,9 +148,19 @@ func DialTimeout(d time.Duration) Option { return func(c *clientConfig) { c.dial
 // to the broker host). Set cfg.Certificates for client certificates.
 func DialTLS(cfg *tls.Config) Option { return func(c *clientConfig) { c.tls = cfg } }
 
-// SASL enables SASL authentication with m (see SASLPlain, SASLScramSHA256,
-// SASLScramSHA512).
-func SASL(m SASLMechanism) Option { return func(c *clientConfig) { c.sasl = m.mechanism() } }
+// SASL enables SASL authentication with m: SASLPlain, SASLScramSHA256,
+// SASLScramSHA512, SASLOAuthBearer, a plugin (plugin/awsmskiam) or a
+// mechanism of your own. Every new connection authenticates, and a
+// connection re-authenticates before the session the broker granted ends
+// (KIP-368), between requests. nil disables SASL (the default).
+func SASL(m SASLMechanism) Option {
+	return func(c *clientConfig) {
+		c.sasl = nil
+		if m != nil {
+			c.sasl = saslAdapter{m}
+		}
+	}
+}
 
 // RequestTimeout is how long a broker may take to answer a request before
 // the connection is considered wedged and closed (default 30 s, as Java's
@@ -224,75 +235,4 @@ func MaxVersions(apiKey, version int16) Option {
 		}
 		c.maxVersions[apiKey] = version
 	}
-}
-
-// SASLMechanism is a SASL mechanism with its credentials. Printing it never
-// shows the password, with any fmt verb or slog, also as a field of another
-// struct.
-type SASLMechanism struct {
-	// A pointer: fmt cannot call methods through unexported fields, but
-	// it prints a nested pointer as an address instead of following it.
-	m *saslMech
-}
-
-type saslMech struct{ sasl.Mechanism }
-
-func newSASL(m sasl.Mechanism) SASLMechanism { return SASLMechanism{&saslMech{m}} }
-
-func (m SASLMechanism) mechanism() sasl.Mechanism {
-	if m.m == nil {
-		return nil
-	}
-	return m.m.Mechanism
-}
-
-// String names the mechanism without credentials.
-func (m SASLMechanism) String() string {
-	if m.mechanism() == nil {
-		return "<none>"
-	}
-	return m.mechanism().Name()
-}
-
-// GoString (%#v) shows the mechanism and user, never the password: without
-// it fmt prints the unexported fields, password included.
-func (m SASLMechanism) GoString() string {
-	if m.mechanism() == nil {
-		return "riffle.SASLMechanism{}"
-	}
-	return fmt.Sprintf("riffle.SASLMechanism{%#v}", m.mechanism())
-}
-
-// Format makes every fmt verb print String or GoString, so none (%d, %x,
-// %+v) reaches the fields.
-func (m SASLMechanism) Format(f fmt.State, verb rune) {
-	switch {
-	case verb == 'v' && f.Flag('#'):
-		io.WriteString(f, m.GoString())
-	case verb == 'v', verb == 's', verb == 'q', verb == 'x', verb == 'X':
-		fmt.Fprintf(f, fmt.FormatString(f, verb), m.String())
-	default:
-		io.WriteString(f, m.String())
-	}
-}
-
-// LogValue logs the mechanism and user, never the password.
-func (m SASLMechanism) LogValue() slog.Value {
-	if lv, ok := m.mechanism().(slog.LogValuer); ok {
-		return lv.LogValue()
-	}
-	return slog.StringValue(m.String())
-}
-
-// SASLPlain is SASL/PLAIN. Use it only over TLS: the password travels as is.
-func SASLPlain(user, pass string) SASLMechanism { return newSASL(sasl.Plain(user, pass)) }
-
-// SASLScramSHA256 is SASL/SCRAM-SHA-256 (RFC 7677).
-func SASLScramSHA256(user, pass string) SASLMechanism {
-	return newSASL(sasl.ScramSHA256(user, pass))
-}
-
-// SASLScramSHA512 is SASL/SCRAM-SHA-512.
-func SASLScramSHA512(user, pass string) SASLMechanism {
-	return newSASL(sasl.ScramSHA512(user, pass))
 }

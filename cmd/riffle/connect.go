@@ -149,7 +149,7 @@ func (a *app) saslMechanism() riffle.SASLMechanism {
 	case "SCRAM-SHA-512":
 		return riffle.SASLScramSHA512(a.saslUser, a.saslPassword)
 	}
-	return riffle.SASLMechanism{}
+	return nil
 }
 
 // tlsConfig builds the client TLS config from the --tls-* flags.

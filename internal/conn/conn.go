@@ -47,6 +47,10 @@ type Conn struct {
 	lastUsed atomic.Int64 // unix nanos
 	draining atomic.Bool
 
+	// ctx ends when the connection closes: it bounds re-authentication.
+	ctx    context.Context
+	cancel context.CancelFunc
+
 	closeOnce sync.Once
 	closed    chan struct{}
 	closeErr  error // set before closed is closed
@@ -63,6 +67,9 @@ type call struct {
 	trusted  int         // response size read without growing; see wire.ReadFrame
 	done     chan result // buffered 1; finish sends exactly once
 	finished atomic.Bool
+	// internal marks the connection's own requests (re-authentication):
+	// they take no in-flight slot, so finishing one releases none.
+	internal bool
 }
 
 type result struct {
@@ -136,6 +143,9 @@ func (c *Conn) closeWith(err error) {
 	c.closeOnce.Do(func() {
 		c.closeErr = err
 		close(c.closed)
+		if c.cancel != nil {
+			c.cancel()
+		}
 		c.nc.Close()
 		if c.cfg.Observer != nil {
 			c.cfg.Observer.Disconnected(c.addr, c.nodeID, err)
@@ -473,7 +483,9 @@ func (c *Conn) finish(cl *call, r result, read int) {
 	// Account before answering: once the caller has its response, the
 	// request is no longer in flight and has been observed.
 	c.observe(cl.req, cl.written, read, cl.start, r.err)
-	c.release()
+	if !cl.internal {
+		c.release()
+	}
 	cl.done <- r
 }
 

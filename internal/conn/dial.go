@@ -93,8 +93,10 @@ func dial(ctx context.Context, cfg *Config, addr string, nodeID int32, connected
 		return fail(StageAPIVersions, err)
 	}
 	vers := newVersions(avResp, cfg.MaxVersions)
+	var sess session
 	if cfg.SASL != nil {
-		if err := h.authenticate(&vers); err != nil {
+		sess, err = authenticate(dctx, cfg.SASL, SASLBroker{Addr: addr, NodeID: nodeID}, &vers, h.roundTrip)
+		if err != nil {
 			return fail(StageSASL, err)
 		}
 	}
@@ -118,9 +120,14 @@ func dial(ctx context.Context, cfg *Config, addr string, nodeID int32, connected
 		wlock:   make(chan struct{}, 1),
 		id:      connIDs.Add(1),
 	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.touch()
 	c.readerWG.Add(1)
 	go c.readLoop()
+	if sess.lifetime > 0 {
+		c.readerWG.Add(1)
+		go c.reauthLoop(sess)
+	}
 	return c, nil
 }
 

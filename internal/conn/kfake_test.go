@@ -362,7 +362,7 @@ func TestKfakeSASL(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.bad == nil {
 				cfg := testConfig()
-				cfg.SASL = tc.good
+				cfg.SASL = PureSASL(tc.good)
 				de := dialErr(t, context.Background(), cfg, addr)
 				if !errors.Is(de, errs.ErrAuth) || de.Cause() != "auth" || de.Stage != StageSASL {
 					t.Errorf("unknown user: %v (cause %q, stage %q); want ErrAuth, auth, sasl", de, de.Cause(), de.Stage)
@@ -370,7 +370,7 @@ func TestKfakeSASL(t *testing.T) {
 				return
 			}
 			cfg := testConfig()
-			cfg.SASL = tc.good
+			cfg.SASL = PureSASL(tc.good)
 			c := mustDial(t, cfg, addr)
 			resp, err := c.Request(context.Background(), metadataReq("t"))
 			if err != nil {
@@ -379,7 +379,7 @@ func TestKfakeSASL(t *testing.T) {
 			checkMetadataT(t, resp)
 
 			cfg = testConfig()
-			cfg.SASL = tc.bad
+			cfg.SASL = PureSASL(tc.bad)
 			start := time.Now()
 			de := dialErr(t, context.Background(), cfg, addr)
 			if !errors.Is(de, errs.ErrAuth) {
@@ -407,7 +407,7 @@ func TestKfakeSASL(t *testing.T) {
 type unknownMech struct{}
 
 func (unknownMech) Name() string { return "OAUTHBEARER" }
-func (unknownMech) Start() (sasl.Session, []byte, error) {
+func (unknownMech) Start(context.Context, SASLBroker) (SASLSession, []byte, error) {
 	return nil, nil, errors.New("Start must not be called when the broker refuses the mechanism")
 }
 

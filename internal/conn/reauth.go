@@ -1,0 +1,102 @@
+package conn
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/riffle-go/riffle/internal/errs"
+	"github.com/riffle-go/riffle/internal/wire"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Re-authentication (KIP-368). A broker with connections.max.reauth.ms
+// (or a token that expires) answers SaslAuthenticate with the session's
+// lifetime and closes a connection that sends a request after it ends.
+// The client re-authenticates on the same connection before that, at a
+// random point between 85% and 95% of the lifetime as the Java client
+// does, so connections opened together do not all re-authenticate at once.
+//
+// The exchange runs between requests: reauthLoop takes the write lock, so
+// no request is written while it runs, and sends SaslHandshake and
+// SaslAuthenticate through the pipeline like any request. The reader
+// answers the requests written before it first, in order, so nothing in
+// flight is lost or reordered; callers that want to write meanwhile wait
+// for the lock (within their contexts). If re-authentication fails, the
+// connection closes with ErrConnClosed: what waited is retried elsewhere,
+// as on any broken connection, and the next dial reports the failure
+// itself (ErrAuth, if the credentials are the problem).
+const (
+	reauthMinFraction = 0.85
+	reauthMaxFraction = 0.95
+)
+
+// reauthDelay is when to re-authenticate a session that started at start.
+func reauthDelay(s session) time.Duration {
+	f := reauthMinFraction + rand.Float64()*(reauthMaxFraction-reauthMinFraction)
+	return time.Until(s.start.Add(time.Duration(float64(s.lifetime) * f)))
+}
+
+// reauthLoop re-authenticates before each session ends, until the
+// connection closes or the broker stops limiting sessions.
+func (c *Conn) reauthLoop(s session) {
+	defer c.readerWG.Done()
+	for s.lifetime > 0 {
+		t := time.NewTimer(reauthDelay(s))
+		select {
+		case <-t.C:
+		case <-c.closed:
+			t.Stop()
+			return
+		}
+		select {
+		case c.wlock <- struct{}{}:
+		case <-c.closed:
+			return
+		}
+		var err error
+		s, err = c.reauthenticate()
+		<-c.wlock
+		if err != nil {
+			c.closeWith(fmt.Errorf("broker %s: %w: re-authentication failed: %v", c.addr, errs.ErrConnClosed, err))
+			return
+		}
+		c.cfg.logger().Debug("re-authenticated", "broker", c.addr, "node", c.nodeID, "session", s.lifetime)
+	}
+}
+
+// reauthenticate runs the SASL exchange on the open connection. The caller
+// holds the write lock.
+func (c *Conn) reauthenticate() (session, error) {
+	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.requestTimeout())
+	defer cancel()
+	broker := SASLBroker{Addr: c.addr, NodeID: c.nodeID, Reauth: true}
+	return authenticate(ctx, c.cfg.SASL, broker, &c.vers, func(req kmsg.Request) ([]byte, error) {
+		return c.roundTripLocked(ctx, req)
+	})
+}
+
+// roundTripLocked writes req (version set) with the write lock held by the
+// caller and waits for its response, read by the reader in turn.
+func (c *Conn) roundTripLocked(ctx context.Context, req kmsg.Request) ([]byte, error) {
+	frame := c.cfg.formatter().Append(nil, req)
+	cl := &call{req: req, flexible: wire.ResponseFlexible(req), done: make(chan result, 1), written: len(frame), internal: true}
+	c.nextID++
+	cl.id = c.nextID
+	wire.SetCorrelationID(frame, cl.id)
+	cl.start = time.Now()
+	cl.deadline = cl.start.Add(c.cfg.requestTimeout())
+	select {
+	case c.pending <- cl:
+	case <-c.closed:
+		return nil, c.closeErr
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	c.nc.SetWriteDeadline(cl.deadline)
+	if _, err := c.nc.Write(frame); err != nil {
+		c.closeWith(fmt.Errorf("broker %s: write %s: %w: %v", c.addr, kmsg.NameForKey(req.Key()), errs.ErrConnClosed, err))
+	}
+	return c.wait(ctx, cl)
+}
