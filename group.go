@@ -363,7 +363,7 @@ func (m *member) joinAndSync(ctx context.Context) (assign.TopicPartitions, error
 				claim = m.prev
 				m.mu.Unlock()
 			}
-			p.Metadata = assign.EncodeSubscription(b.a, topics, claim, gen)
+			p.Metadata = assign.EncodeSubscriptionRack(b.a, topics, claim, gen, m.cs.c.cfg.rack)
 			join.Protocols = append(join.Protocols, p)
 		}
 		resp, err := m.groupRequest(ctx, join)
