@@ -45,7 +45,7 @@ type cpart struct {
 	leaderEpoch int32
 	// replica is the preferred read replica a leader named (KIP-392);
 	// the coordinator makes fetcher its Target.
-	replica fetch.ReadReplica
+	replica     fetch.ReadReplica
 	fetchOffset int64
 	position    int64 // next offset to hand to the handler
 	processed   int64 // offset after the last finished record
