@@ -144,7 +144,7 @@ func (p *cpart) applyFetch(node int32, epoch uint64, offset int64, leaderEpoch i
 	}
 	if res.Err != nil {
 		moved = p.fetchFailedLocked(node, offset, res)
-	} else if p.replica.Named(res.PreferredReplica, p.leader, leaderEpoch, time.Now(), p.cs.c.cfg.metadataMaxAge) {
+	} else if res.PreferredReplica >= 0 && p.replica.Named(res.PreferredReplica, p.leader, leaderEpoch, time.Now(), p.cs.c.cfg.metadataMaxAge) {
 		// Records that came with the answer are buffered and
 		// fetchOffset is past them: the replica's fetcher goes on from
 		// there. The epoch fences whatever node's fetcher still has in
