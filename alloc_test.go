@@ -93,7 +93,7 @@ func TestConsumeAllocsPerFetch(t *testing.T) {
 		}
 		data = append(data, e.Bytes()...)
 	}
-	rp := &kmsg.FetchResponseTopicPartition{HighWatermark: 1 << 40, LastStableOffset: 1 << 40, RecordBatches: data}
+	rp := &kmsg.FetchResponseTopicPartition{HighWatermark: 1 << 40, LastStableOffset: 1 << 40, RecordBatches: data, PreferredReadReplica: -1}
 	// A partition the engine dispatches but no fetcher or coordinator
 	// touches: the test plays the fetcher.
 	p := newCPart(cs, Assignment{TopicPartition: TopicPartition{Topic: "t", Partition: 0}})
@@ -114,7 +114,7 @@ func TestConsumeAllocsPerFetch(t *testing.T) {
 		if res.Err != nil || len(sink.recs) != perFetch {
 			t.Fatalf("decoded %d records: %v", len(sink.recs), res.Err)
 		}
-		p.applyFetch(epoch, off, -1, res, sink.recs)
+		p.applyFetch(0, epoch, off, -1, res, sink.recs)
 		off += perFetch
 		<-handled
 	}

@@ -14,10 +14,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// fetcher fetches the partitions one broker leads, on that broker's fetch
-// connection, independently of every other broker's fetcher. The
-// coordinator gives it its partitions (owned) and retires it, closing its
-// fetch session, once the broker leads none of them.
+// fetcher fetches the partitions one broker leads (or serves as their
+// preferred read replica, KIP-392), on that broker's fetch connection,
+// independently of every other broker's fetcher. The coordinator gives it
+// its partitions (owned) and retires it, closing its fetch session, once
+// the broker serves none of them.
 type fetcher struct {
 	cs     *Consumer
 	node   int32
@@ -129,6 +130,18 @@ func (f *fetcher) loop() {
 			if f.ctx.Err() != nil {
 				return
 			}
+			// Partitions fetched here as a preferred read replica
+			// (KIP-392) go back to their leaders rather than wait for
+			// this broker.
+			back := false
+			for _, s := range f.sent {
+				if s.p.replicaUnreachable(f.node, s.epoch) {
+					back = true
+				}
+			}
+			if back {
+				cs.poke()
+			}
 			cs.cl.TriggerMetadata()
 			f.backoff()
 			continue
@@ -141,7 +154,7 @@ func (f *fetcher) loop() {
 			continue
 		}
 		f.fails = 0
-		moved := false
+		moved, replaced := false, false
 		opts := fetch.DecodeOptions{
 			ReadCommitted: cs.cfg.isolation == ReadCommitted,
 			Batch:         batch.DecodeOptions{SkipCRC: !cs.cfg.checkCRC, MaxDecompressedSize: cs.cfg.maxDecompressed},
@@ -166,9 +179,8 @@ func (f *fetcher) loop() {
 					log.Debug("fetched", "broker", f.node, "topic", tp.Topic, "partition", tp.Partition,
 						"offset", s.offset, "records", len(slab), "next", res.NextOffset, "err", res.Err)
 				}
-				if s.p.applyFetch(s.epoch, s.offset, s.leaderEpoch, res, slab) {
-					moved = true
-				}
+				m, r := s.p.applyFetch(f.node, s.epoch, s.offset, s.leaderEpoch, res, slab)
+				moved, replaced = moved || m, replaced || r
 			}
 		}
 		// Released only now that what came back is counted as
@@ -178,6 +190,8 @@ func (f *fetcher) loop() {
 		cs.pokeStarved()
 		if moved {
 			cs.cl.TriggerMetadata()
+		}
+		if moved || replaced {
 			cs.poke()
 		}
 	}
@@ -316,6 +330,7 @@ func (f *fetcher) request(plan fetch.Plan, maxBytes int64) *kmsg.FetchRequest {
 	req.IsolationLevel = int8(cs.cfg.isolation)
 	req.SessionID = plan.SessionID
 	req.SessionEpoch = plan.SessionEpoch
+	req.Rack = cs.c.cfg.rack // v11+ (KIP-392): lets the broker name a replica in our rack
 	idx := map[string]int{}
 	for _, w := range plan.Send {
 		t := topicEntry(&req.Topics, idx, w.Topic, func(name string) kmsg.FetchRequestTopic {

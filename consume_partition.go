@@ -41,7 +41,11 @@ type cpart struct {
 	epoch       uint64 // fetch fence: fetcher change, reset, revoke
 	gen         uint64 // dispatch fence: reset, revoke (not leader moves)
 	fetcher     int32  // node whose fetcher owns the partition, -1 none
+	leader      int32  // the leader as of the last metadata pass, -1 unknown
 	leaderEpoch int32
+	// replica is the preferred read replica a leader named (KIP-392);
+	// the coordinator makes fetcher its Target.
+	replica     fetch.ReadReplica
 	fetchOffset int64
 	position    int64 // next offset to hand to the handler
 	processed   int64 // offset after the last finished record
@@ -82,7 +86,7 @@ func newCPart(cs *Consumer, a Assignment) *cpart {
 	return &cpart{
 		cs: cs, tp: a.TopicPartition, start: a.Start,
 		ctx: ctx, cancel: cancel,
-		fetcher: -1, leaderEpoch: -1, hw: -1,
+		fetcher: -1, leader: -1, leaderEpoch: -1, hw: -1,
 		fetchOffset: -1, position: -1, processed: -1, txnBase: -1,
 		processedEpoch: -1, fetchedEpoch: -1, checkedEpoch: -1,
 	}
@@ -107,14 +111,17 @@ func (p *cpart) fetchWant(node int32) (w fetch.Want, epoch uint64, behind, ok bo
 	return w, p.epoch, p.hw < 0 || p.fetchOffset < p.hw, true
 }
 
-// applyFetch applies one partition's fetch result issued under epoch at
-// offset; stale results are dropped. It returns whether the partition's
-// leadership looked wrong (the coordinator should re-check).
-func (p *cpart) applyFetch(epoch uint64, offset int64, leaderEpoch int32, res fetch.Partition, recs []Record) (moved bool) {
+// applyFetch applies one partition's fetch result, served by node, issued
+// under epoch at offset; stale results are dropped. It returns whether the
+// partition's leadership looked wrong (metadata should be refreshed and
+// the coordinator re-place it), and whether the partition left node's
+// fetcher for another (the coordinator places it: a leader named a
+// preferred read replica, KIP-392).
+func (p *cpart) applyFetch(node int32, epoch uint64, offset int64, leaderEpoch int32, res fetch.Partition, recs []Record) (moved, replaced bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.epoch != epoch || p.fetchOffset != offset || p.state != stateFetching {
-		return false
+		return false, false
 	}
 	if res.Err == nil && leaderEpoch > p.checkedEpoch {
 		// The leader of that epoch served our position: it is
@@ -141,17 +148,46 @@ func (p *cpart) applyFetch(epoch uint64, offset int64, leaderEpoch int32, res fe
 		p.fetchOffset = res.NextOffset
 	}
 	if res.Err != nil {
-		moved = p.fetchFailedLocked(offset, res)
+		moved = p.fetchFailedLocked(node, offset, res)
+	} else if res.PreferredReplica >= 0 && p.replica.Named(res.PreferredReplica, p.leader, leaderEpoch, time.Now(), p.cs.c.cfg.metadataMaxAge) {
+		// Records that came with the answer are buffered and
+		// fetchOffset is past them: the replica's fetcher goes on from
+		// there. The epoch fences whatever node's fetcher still has in
+		// flight for the partition.
+		p.epoch++
+		p.fetcher = -1
+		replaced = true
 	}
 	p.scheduleLocked()
-	return moved
+	return moved, replaced
 }
 
-// fetchFailedLocked handles a partition-level fetch error.
-func (p *cpart) fetchFailedLocked(offset int64, res fetch.Partition) (moved bool) {
+// replicaUnreachable handles a failed fetch request to node issued under
+// epoch: if node is the partition's preferred read replica, the partition
+// goes back to its leader (the coordinator places it) and it returns true.
+func (p *cpart) replicaUnreachable(node int32, epoch uint64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.epoch != epoch || p.fetcher != node || !p.replica.Failed(node) {
+		return false
+	}
+	p.epoch++
+	p.fetcher = -1
+	return true
+}
+
+// fetchFailedLocked handles a partition-level fetch error from node.
+func (p *cpart) fetchFailedLocked(node int32, offset int64, res fetch.Partition) (moved bool) {
 	var be *batch.BatchError
 	var ke *kafkaerr.Error
 	switch {
+	case errors.As(res.Err, &ke) && fetch.ReplicaError(ke.Code) && p.replica.Failed(node):
+		// The preferred read replica cannot serve the offset (it lags,
+		// or is no replica any more): back to the leader, from the
+		// same offset; the leader decides about out of range.
+		p.epoch++
+		p.fetcher = -1
+		return true
 	case errors.As(res.Err, &be):
 		// Deliver what came before the corrupt batch, then stop.
 		p.fetchErr = &PartitionError{Topic: p.tp.Topic, Partition: p.tp.Partition, Offset: res.NextOffset,
@@ -262,7 +298,11 @@ func (p *cpart) stats() PartitionStats {
 	defer p.mu.Unlock()
 	st := PartitionStats{
 		TopicPartition: p.tp, Position: p.position, Processed: p.processed, HighWatermark: p.hw,
-		BufferedRecords: p.buf.len(), BufferedBytes: p.buf.bytes, Paused: p.paused, Leader: p.fetcher,
+		BufferedRecords: p.buf.len(), BufferedBytes: p.buf.bytes, Paused: p.paused, Leader: p.leader,
+		ReadReplica: -1,
+	}
+	if n, ok := p.replica.Node(); ok && p.fetcher == n {
+		st.ReadReplica = n
 	}
 	if p.err != nil {
 		st.Err = p.err

@@ -11,6 +11,7 @@ import (
 
 	"github.com/riffle-go/riffle/internal/cluster"
 	"github.com/riffle-go/riffle/internal/errs"
+	"github.com/riffle-go/riffle/internal/fetch"
 	"github.com/riffle-go/riffle/internal/lifecycle"
 )
 
@@ -37,6 +38,17 @@ var (
 // at a time; runners for different partitions run concurrently. When a
 // partition's leader moves, only that partition moves to the new broker's
 // fetcher; an ownership epoch fences results of the old one.
+//
+// Follower fetching (KIP-392): when the leader names a preferred read
+// replica for a partition (a broker with replica.selector.class set does,
+// from the client's Rack), the partition moves, the same way, to that
+// replica's fetcher and goes on from the same offset. It goes back to the
+// leader when the replica fails to serve it (an error such as
+// OFFSET_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH or
+// OFFSET_OUT_OF_RANGE, or a failed request), when metadata no longer lists
+// the replica (or its broker) or the leader changes, and every
+// MetadataMaxAge (as the Java client does after metadata.max.age.ms), so
+// that the leader names the replica again or another.
 type Consumer struct {
 	c   *Client
 	cl  *cluster.Cluster
@@ -483,8 +495,14 @@ type PartitionStats struct {
 	BufferedRecords int
 	BufferedBytes   int64
 	Paused          bool
-	Leader          int32
-	Err             error
+	// Leader is the partition's leader as of the last metadata, -1 if
+	// unknown.
+	Leader int32
+	// ReadReplica is the broker the partition is fetched from when it is
+	// not the leader: the preferred read replica the leader named
+	// (KIP-392, see Rack); -1 while fetching from the leader.
+	ReadReplica int32
+	Err         error
 	// Committed is the group's committed offset (-1 if none or no group).
 	Committed int64
 	// LagCommitted is HighWatermark - Committed; LagProcessed is
@@ -498,9 +516,9 @@ type PartitionStats struct {
 // the String of the embedded TopicPartition would be promoted and %v would
 // print only "events[3]".)
 func (s PartitionStats) String() string {
-	return fmt.Sprintf("%v{Position:%v Processed:%v HighWatermark:%v BufferedRecords:%v BufferedBytes:%v Paused:%v Leader:%v Err:%v Committed:%v LagCommitted:%v LagProcessed:%v}",
+	return fmt.Sprintf("%v{Position:%v Processed:%v HighWatermark:%v BufferedRecords:%v BufferedBytes:%v Paused:%v Leader:%v ReadReplica:%v Err:%v Committed:%v LagCommitted:%v LagProcessed:%v}",
 		s.TopicPartition, s.Position, s.Processed, s.HighWatermark, s.BufferedRecords, s.BufferedBytes,
-		s.Paused, s.Leader, s.Err, s.Committed, s.LagCommitted, s.LagProcessed)
+		s.Paused, s.Leader, s.ReadReplica, s.Err, s.Committed, s.LagCommitted, s.LagProcessed)
 }
 
 // ConsumerStats is a snapshot of the consumer's state.
@@ -665,14 +683,15 @@ func (cs *Consumer) coordinate() {
 	// errors, resets) always run it.
 	var lastSnap *cluster.Snapshot
 	settled := false
+	var expiry time.Time // the first preferred read replica to expire, zero: none
 	for {
 		select {
 		case <-cs.ctx.Done():
 			return
 		case <-cs.wake:
 			settled = false
-		case <-tick.C:
-			if settled && cs.cl.Snapshot() == lastSnap {
+		case now := <-tick.C:
+			if settled && cs.cl.Snapshot() == lastSnap && (expiry.IsZero() || now.Before(expiry)) {
 				continue
 			}
 		}
@@ -689,6 +708,8 @@ func (cs *Consumer) coordinate() {
 		owned := map[int32][]*cpart{}
 		var checks map[int32][]*cpart // positions to check after a leader change
 		now := time.Now()
+		known := func(node int32) bool { _, ok := snap.Brokers[node]; return ok }
+		expiry = time.Time{}
 		for _, p := range ps {
 			p.mu.Lock()
 			switch {
@@ -698,11 +719,21 @@ func (cs *Consumer) coordinate() {
 				pending = true
 			default:
 				leader := int32(-1)
+				pl := fetch.Placement{Leader: -1, Known: known}
 				if tm := snap.Topics[p.tp.Topic]; tm != nil {
 					if pm, ok := tm.Partition(p.tp.Partition); ok && pm.Err == nil {
 						leader = pm.Leader
 						p.leaderEpoch = pm.LeaderEpoch
+						pl = fetch.Placement{Leader: pm.Leader, LeaderEpoch: pm.LeaderEpoch,
+							Replicas: pm.Replicas, Offline: pm.Offline, Known: known}
 					}
+				}
+				p.leader = leader
+				// The leader, or the preferred read replica while
+				// it is valid (KIP-392).
+				target := p.replica.Target(pl, now)
+				if until, ok := p.replica.Until(); ok && (expiry.IsZero() || until.Before(expiry)) {
+					expiry = until
 				}
 				if leader < 0 {
 					cs.cl.TriggerMetadata()
@@ -711,15 +742,17 @@ func (cs *Consumer) coordinate() {
 				if p.checking != 0 || p.needsCheckLocked(p.leaderEpoch) {
 					pending = true
 				}
-				if leader != p.fetcher {
+				if target != p.fetcher {
 					// Only this partition moves; results of the old
 					// fetcher are fenced by the new epoch. Buffered
 					// records stay and are delivered first.
 					p.epoch++
-					p.fetcher = leader
+					p.fetcher = target
+				}
+				if target >= 0 {
+					owned[target] = append(owned[target], p)
 				}
 				if leader >= 0 {
-					owned[leader] = append(owned[leader], p)
 					if p.checking == 0 && p.needsCheckLocked(p.leaderEpoch) && !now.Before(p.resolveAfter) {
 						if checks == nil {
 							checks = map[int32][]*cpart{}
@@ -764,7 +797,7 @@ func (cs *Consumer) fetchersIdle(fs []*fetcher) bool {
 const fetcherRetireAfter = time.Second
 
 // setFetchers gives every broker's fetcher the partitions that broker
-// leads, starting fetchers for new leaders and retiring those that led
+// leads (or serves as preferred read replica), starting fetchers for new leaders and retiring those that led
 // nothing for fetcherRetireAfter, and returns the fetchers that remain.
 func (cs *Consumer) setFetchers(owned map[int32][]*cpart) []*fetcher {
 	now := time.Now()

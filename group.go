@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"regexp"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -370,7 +371,7 @@ func (m *member) joinAndSync(ctx context.Context) (assign.TopicPartitions, error
 				claim = m.prev
 				m.mu.Unlock()
 			}
-			p.Metadata = assign.EncodeSubscription(b.a, topics, claim, gen)
+			p.Metadata = assign.EncodeSubscriptionRack(b.a, topics, claim, gen, m.cs.c.cfg.rack)
 			join.Protocols = append(join.Protocols, p)
 		}
 		resp, err := m.groupRequest(ctx, join)
@@ -512,6 +513,7 @@ func (m *member) lead(ctx context.Context, proto string, jms []kmsg.JoinGroupRes
 		}
 	}
 	counts := map[string]int32{}
+	racks := assign.PartitionRacks{} // KIP-881: the racks of each partition's replicas
 	for t := range all {
 		tm, err := m.cs.cl.LookupTopic(ctx, t)
 		if err != nil {
@@ -521,16 +523,39 @@ func (m *member) lead(ctx context.Context, proto string, jms []kmsg.JoinGroupRes
 			return nil, err
 		}
 		counts[t] = int32(len(tm.Partitions))
+		racks[t] = partitionRacks(tm, m.cs.cl.Snapshot().Brokers)
 	}
 	// The cooperative-sticky assignor already holds back partitions whose
-	// current owner must revoke them first (KIP-429).
-	plan := bal.Assign(members, counts)
+	// current owner must revoke them first (KIP-429). The rack-aware
+	// assignors use the racks only when members and partitions have
+	// racks that differ (KIP-881).
+	plan := bal.AssignRacks(members, counts, racks)
 	for _, mem := range members {
 		if _, ok := plan[mem.ID]; !ok {
 			plan[mem.ID] = assign.TopicPartitions{}
 		}
 	}
 	return plan, nil
+}
+
+// partitionRacks returns the racks of the replicas of each of tm's
+// partitions (indexed by partition), from the racks brokers announce in
+// metadata; a broker without a rack, or missing from brokers, adds none.
+func partitionRacks(tm *cluster.TopicMeta, brokers map[int32]cluster.BrokerMeta) [][]string {
+	out := make([][]string, len(tm.Partitions))
+	for _, pm := range tm.Partitions {
+		if pm.Partition < 0 || int(pm.Partition) >= len(out) {
+			continue
+		}
+		var rs []string
+		for _, r := range pm.Replicas {
+			if b, ok := brokers[r]; ok && b.Rack != "" && !slices.Contains(rs, b.Rack) {
+				rs = append(rs, b.Rack)
+			}
+		}
+		out[pm.Partition] = rs
+	}
+	return out
 }
 
 // apply makes the engine consume exactly the assignment. It returns true if

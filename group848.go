@@ -261,6 +261,9 @@ func (m *member) heartbeat848(ctx context.Context, epoch int32) (*kmsg.ConsumerG
 	if m.cfg.instanceID != "" {
 		req.InstanceID = &m.cfg.instanceID
 	}
+	if rack := m.cs.c.cfg.rack; rack != "" {
+		req.RackID = &rack // sent with every heartbeat, as the subscription is
+	}
 	req.RebalanceTimeoutMillis = int32(m.cfg.rebalanceTimeout.Milliseconds())
 	if m.cfg.pattern != nil {
 		re := m.cfg.pattern.String()

@@ -10,14 +10,20 @@ import (
 
 // GroupBalancer is a partition assignment strategy for consumer groups.
 // The names and encodings match the Java client's, so Riffle members can
-// share a group with Java, librdkafka and franz-go members.
+// share a group with Java, librdkafka and franz-go members. Range, sticky
+// and cooperative-sticky are rack-aware (KIP-881): when members set Rack
+// and the partitions' replicas sit in different racks, the leader prefers
+// to give each member partitions with a replica in its rack, within the
+// same balance (see the README's Racks section).
 type GroupBalancer struct{ a assign.Assignor }
 
 // Name is the protocol name ("range", "roundrobin", "sticky",
 // "cooperative-sticky").
 func (b GroupBalancer) Name() string { return b.a.Name() }
 
-// RangeBalancer assigns each topic's partitions in contiguous ranges.
+// RangeBalancer assigns each topic's partitions in contiguous ranges
+// (rack-aware as Java's RangeAssignor: then the ranges need not be
+// contiguous).
 func RangeBalancer() GroupBalancer { return GroupBalancer{assign.Range()} }
 
 // RoundRobinBalancer deals all partitions out in turn.

@@ -39,6 +39,7 @@ type clientConfig struct {
 	maxInflight         int
 	unknownTopicRetries int
 	maxVersions         map[int16]int16
+	rack                string // client.rack; see Rack (rack.go)
 }
 
 func defaultClientConfig() clientConfig {

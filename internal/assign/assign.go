@@ -45,8 +45,8 @@ type Member struct {
 	// claim of the highest generation.
 	Generation int32
 	// Rack is the member's client.rack (ConsumerProtocolSubscription v3),
-	// empty if unset. It is carried for completeness; no assignor here is
-	// rack-aware.
+	// empty if unset. Range, Sticky and CooperativeSticky use it with the
+	// partitions' racks (AssignRacks, KIP-881); RoundRobin ignores it.
 	Rack string
 }
 
@@ -71,6 +71,15 @@ type Assignor interface {
 	// revoked; see CooperativeAdjust). Assign does not modify its inputs
 	// and is deterministic.
 	Assign(members []Member, topics map[string]int32) map[string]TopicPartitions
+	// AssignRacks is Assign knowing the racks of the partitions'
+	// replicas (nil: unknown, which is Assign). The rack-aware
+	// assignors (range, sticky, cooperative-sticky; KIP-881) then prefer
+	// to give a partition to a member whose Rack holds one of its
+	// replicas, within the same balance guarantees as Assign; they do so
+	// only when some member has a rack that holds replicas and the
+	// partitions' racks are not all the same (otherwise the plan is
+	// Assign's). A member without a rack matches every partition.
+	AssignRacks(members []Member, topics map[string]int32, racks PartitionRacks) map[string]TopicPartitions
 }
 
 // Range returns the "range" assignor: for each topic, the members
@@ -276,10 +285,19 @@ type rangeAssignor struct{}
 func (rangeAssignor) Name() string      { return RangeName }
 func (rangeAssignor) Cooperative() bool { return false }
 
-func (rangeAssignor) Assign(members []Member, topics map[string]int32) map[string]TopicPartitions {
+func (a rangeAssignor) Assign(members []Member, topics map[string]int32) map[string]TopicPartitions {
+	return a.AssignRacks(members, topics, nil)
+}
+
+// AssignRacks: see Assignor. With racks it is Java's rack-aware
+// RangeAssignor (Kafka 3.5+): see rangeWithRacks.
+func (rangeAssignor) AssignRacks(members []Member, topics map[string]int32, racks PartitionRacks) map[string]TopicPartitions {
 	ms := sortedMembers(members)
 	subs, names := subscribers(ms, topics)
 	plan := emptyPlan(ms, topicsPerMember(len(ms), subs))
+	if racks != nil && rangeWithRacks(ms, topics, subs, names, racks, plan) {
+		return plan
+	}
 	for _, t := range names {
 		consumers := subs[t]
 		n, c := topics[t], int32(len(consumers))
@@ -303,6 +321,12 @@ type roundRobinAssignor struct{}
 
 func (roundRobinAssignor) Name() string      { return RoundRobinName }
 func (roundRobinAssignor) Cooperative() bool { return false }
+
+// AssignRacks: see Assignor. Roundrobin is not rack-aware (nor is the
+// Java client's): it is Assign.
+func (a roundRobinAssignor) AssignRacks(members []Member, topics map[string]int32, _ PartitionRacks) map[string]TopicPartitions {
+	return a.Assign(members, topics)
+}
 
 func (roundRobinAssignor) Assign(members []Member, topics map[string]int32) map[string]TopicPartitions {
 	ms := sortedMembers(members)

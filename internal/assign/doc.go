@@ -6,7 +6,7 @@
 // # Assignors
 //
 // Four assignors are provided under the protocol names the Java client uses
-// (none is rack-aware; [Member.Rack] is decoded but not used):
+// (range, sticky and cooperative-sticky are rack-aware, see Racks):
 //
 //   - [Range] ("range"): per topic, the subscribed members are sorted and
 //     the partitions are split into contiguous ranges; the first
@@ -59,6 +59,39 @@
 // otherwise O(S + P log M) plus one breadth-first search over the members and
 // their held topics per partition moved, where S is the total number of
 // subscription entries. Range and roundrobin are O(S + P log M).
+//
+// # Racks
+//
+// With the racks of the partitions' replicas ([Assignor.AssignRacks],
+// KIP-881; the group leader reads them from metadata) and members' racks
+// ([Member.Rack], the member's client.rack), range, sticky and
+// cooperative-sticky prefer to give a partition to a member whose rack
+// holds one of its replicas, so that the member can fetch from a replica
+// in its rack. As in the Java client, they do so only when some member
+// has a rack holding replicas and the partitions do not all have replicas
+// in the same racks; otherwise the plan is exactly Assign's. A member
+// without a rack matches every partition.
+//
+//   - Range is Java's rack-aware RangeAssignor (Kafka 3.5+): topics with
+//     the same subscribers and partition count are matched partition by
+//     partition (co-partitioned), other topics get rack-matching ranges
+//     first, and the rest is assigned as ranges; every member still gets
+//     its floor or ceiling share of every topic.
+//   - The sticky assignors set aside a member's claims on partitions with
+//     no replica in its rack, keep its other claims as without racks, and
+//     fill the members' shares with partitions in their racks first
+//     (round robin over the members); a set-aside partition no member in
+//     its racks has room for goes back to its owner. With different
+//     subscriptions, new partitions go to the least loaded member in their
+//     racks and balancing moves partitions into the receiver's rack
+//     first. Balance is that of Assign (floor or ceiling with identical
+//     subscriptions; no member can pass load to one with two fewer
+//     otherwise); claims in the member's rack are kept up to its share;
+//     racks take precedence over claims outside the member's rack, which
+//     may move (cooperative-sticky withholds them until revoked). The plan
+//     is not the Java client's partition for partition (neither is the
+//     sticky plan without racks), but obeys the same rules.
+//   - Roundrobin is not rack-aware (nor is Java's).
 //
 // # Cooperative rebalancing
 //

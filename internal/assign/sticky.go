@@ -17,9 +17,15 @@ func (s stickyAssignor) Name() string {
 func (s stickyAssignor) Cooperative() bool { return s.cooperative }
 
 func (s stickyAssignor) Assign(members []Member, topics map[string]int32) map[string]TopicPartitions {
+	return s.AssignRacks(members, topics, nil)
+}
+
+// AssignRacks: see Assignor and useRackPreference.
+func (s stickyAssignor) AssignRacks(members []Member, topics map[string]int32, racks PartitionRacks) map[string]TopicPartitions {
 	ms := sortedMembers(members)
 	b := newBalancer(ms, topics)
 	b.resolveOwnership()
+	b.useRackPreference(racks)
 	if b.homogeneous() {
 		b.assignHomogeneous()
 	} else {
@@ -45,6 +51,12 @@ type balancer struct {
 	topicNums   map[string]int32
 	owner       []int32 // per pid: previous owner after conflict resolution, or -1
 	assigned    []int32 // per pid: planned member, or -1
+
+	// Racks (KIP-881), nil unless used (see useRackPreference): per pid
+	// its replicas' racks, and the owner whose claim was set aside
+	// because its rack holds no replica of it (-1: none).
+	racks    [][]string
+	setAside []int32
 
 	// Claims, for the cooperative adjustment: per pid whether any member
 	// claims it, the highest claimed generation and the only member
@@ -246,6 +258,9 @@ func (b *balancer) assignHomogeneous() {
 		}
 		deficit[i] = quota - keep
 	}
+	if b.racks != nil {
+		b.fillByRack(active, deficit)
+	}
 	ring := make([]int32, 0, m)
 	for _, i := range active {
 		if deficit[i] > 0 {
@@ -316,6 +331,10 @@ func (b *balancer) assignGeneral() {
 	}}
 	for _, t := range order {
 		if len(unowned[t]) == 0 {
+			continue
+		}
+		if b.racks != nil {
+			b.placeByRack(t, unowned[t])
 			continue
 		}
 		minLoad.items = append(minLoad.items[:0], b.subscribers[t]...)
@@ -399,6 +418,105 @@ func (b *balancer) assignGeneral() {
 	}
 }
 
+// useRackPreference decides whether the plan prefers racks (KIP-881; the
+// rule of Java's AbstractStickyAssignor, see useRacks) and, if so, sets
+// aside the claims of owners whose rack holds no replica of the partition
+// they own: like unowned partitions, those go first to a member with room
+// whose rack holds a replica, and back to their owner only if none has.
+// Claims in a matching rack (or of members without a rack) are kept as
+// without racks, so balance and the stickiness of matching claims are
+// Assign's. The cooperative adjustment still sees every claim: a
+// partition taken from its owner is withheld until the owner revoked it.
+func (b *balancer) useRackPreference(racks PartitionRacks) {
+	if racks == nil || b.nparts == 0 {
+		return
+	}
+	parts := make([][]string, b.nparts)
+	for t, name := range b.names {
+		for p := range b.counts[t] {
+			parts[b.base[t]+int(p)] = racks.of(name, p)
+		}
+	}
+	mr := make([]string, len(b.ms))
+	for i, m := range b.ms {
+		mr[i] = m.Rack
+	}
+	if !useRacks(mr, parts) {
+		return
+	}
+	b.racks = parts
+	b.setAside = make([]int32, b.nparts)
+	for pid, o := range b.owner {
+		b.setAside[pid] = -1
+		if o >= 0 && b.ms[o].Rack != "" && !slices.Contains(parts[pid], b.ms[o].Rack) {
+			b.setAside[pid], b.owner[pid] = o, -1
+		}
+	}
+}
+
+// inRack reports whether member m has a rack holding a replica of pid.
+func (b *balancer) inRack(m int32, pid int) bool {
+	r := b.ms[m].Rack
+	return r != "" && slices.Contains(b.racks[pid], r)
+}
+
+// fillByRack, on the homogeneous path, gives unassigned partitions to
+// members below their quota whose rack holds a replica (round robin over
+// the members, as Java's assignRackAwareRoundRobin), then partitions set
+// aside back to their owners if still below quota. The rest is dealt as
+// without racks.
+func (b *balancer) fillByRack(active []int32, deficit []int) {
+	cur := 0
+	for pid := range b.nparts {
+		if b.assigned[pid] >= 0 {
+			continue
+		}
+		for k := range len(active) {
+			i := active[(cur+k)%len(active)]
+			if deficit[i] > 0 && b.inRack(i, pid) {
+				b.assigned[pid] = i
+				deficit[i]--
+				cur = (cur + k + 1) % len(active)
+				break
+			}
+		}
+	}
+	for pid, o := range b.setAside {
+		if o >= 0 && b.assigned[pid] < 0 && deficit[o] > 0 {
+			b.assigned[pid] = o
+			deficit[o]--
+		}
+	}
+}
+
+// placeByRack, on the general path, places topic t's unowned partitions:
+// on the least loaded subscriber whose rack holds a replica, else back on
+// the owner whose claim was set aside, else on the least loaded
+// subscriber. The augmenting phase then restores balance (moving
+// partitions into a rack that holds them first, see take).
+func (b *balancer) placeByRack(t int32, parts []int32) {
+	for _, p := range parts {
+		pid := b.base[t] + int(p)
+		best, bestIn := int32(-1), int32(-1)
+		for _, m := range b.subscribers[t] {
+			if best < 0 || b.load[m] < b.load[best] {
+				best = m
+			}
+			if b.inRack(m, pid) && (bestIn < 0 || b.load[m] < b.load[bestIn]) {
+				bestIn = m
+			}
+		}
+		kept := false
+		switch o := b.setAside[pid]; {
+		case bestIn >= 0:
+			best = bestIn
+		case o >= 0:
+			best, kept = o, true
+		}
+		b.give(best, b.subPos(best, t), p, kept)
+	}
+}
+
 // give adds partition p of member m's k-th subscribed topic to m.
 func (b *balancer) give(m int32, k int, p int32, kept bool) {
 	h := &b.hold[m][k]
@@ -415,16 +533,40 @@ func (b *balancer) give(m int32, k int, p int32, kept bool) {
 }
 
 // take removes a partition of member m's k-th subscribed topic from m,
-// preferring one that is fresh to m (moving it costs no stickiness).
-func (b *balancer) take(m int32, k int) int32 {
+// for member to, preferring one that is fresh to m (moving it costs no
+// stickiness) and, with racks, among those one with a replica in to's
+// rack.
+func (b *balancer) take(m int32, k int, to int32) int32 {
 	h := &b.hold[m][k]
 	var p int32
+	if b.racks != nil {
+		t := b.subs[m][k]
+		for _, list := range []*[]int32{&h.fresh, &h.kept} {
+			if i := slices.IndexFunc(*list, func(p int32) bool { return b.inRack(to, b.base[t]+int(p)) }); i >= 0 {
+				p = (*list)[i]
+				*list = slices.Delete(*list, i, i+1)
+				b.took(m, k)
+				return p
+			}
+			if len(*list) > 0 {
+				break // a fresh partition, even out of to's rack, before a kept one
+			}
+		}
+	}
 	if n := len(h.fresh); n > 0 {
 		p, h.fresh = h.fresh[n-1], h.fresh[:n-1]
 	} else {
 		n := len(h.kept)
 		p, h.kept = h.kept[n-1], h.kept[:n-1]
 	}
+	b.took(m, k)
+	return p
+}
+
+// took updates member m's bookkeeping after a partition of its k-th
+// subscribed topic was taken.
+func (b *balancer) took(m int32, k int) {
+	h := &b.hold[m][k]
 	if h.n() == 0 { // swap-delete k from held
 		pos := b.heldPos[m][k]
 		last := b.held[m][len(b.held[m])-1]
@@ -434,7 +576,6 @@ func (b *balancer) take(m int32, k int) int32 {
 		b.heldPos[m][k] = -1
 	}
 	b.load[m]--
-	return p
 }
 
 // augment searches breadth first, from member a, for a member loaded at
@@ -494,7 +635,7 @@ func (b *balancer) augment(a int32) (int32, bool) {
 // move gives one partition of topic t from member from to member to,
 // preferring a partition that is fresh to from.
 func (b *balancer) move(from, to, t int32) {
-	p := b.take(from, b.subPos(from, t))
+	p := b.take(from, b.subPos(from, t), to)
 	b.give(to, b.subPos(to, t), p, b.owner[b.base[t]+int(p)] == to)
 }
 

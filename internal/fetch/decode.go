@@ -32,6 +32,10 @@ type Partition struct {
 	HighWatermark int64
 	LastStable    int64
 	LogStart      int64
+	// PreferredReplica is the partition's preferred read replica the
+	// broker named (KIP-392, Fetch v11+), -1 if none. It is set whatever
+	// the error; see ReadReplica.
+	PreferredReplica int32
 	// Bytes is how many bytes of the response the batches up to
 	// NextOffset took (with End, those after it are not counted).
 	Bytes int
@@ -90,6 +94,11 @@ func DecodePartitionTo(rp *kmsg.FetchResponseTopicPartition, fetchOffset int64, 
 		HighWatermark: rp.HighWatermark,
 		LastStable:    rp.LastStableOffset,
 		LogStart:      rp.LogStartOffset,
+
+		PreferredReplica: -1,
+	}
+	if rp.PreferredReadReplica >= 0 {
+		out.PreferredReplica = rp.PreferredReadReplica
 	}
 	if rp.ErrorCode != 0 {
 		out.Err = kafkaerr.ForCode(rp.ErrorCode)
