@@ -780,7 +780,14 @@ func (p *Processor) rewind(dirty []*part, base map[sink.Part]sink.Pos) {
 	for _, pt := range dirty {
 		sp := sink.Part(pt.tp)
 		if p.parts[sp] != pt || pt.gone {
-			continue // stopped or replaced: nothing to restart
+			// Stopped (a revoke may be waiting for its running
+			// records, then commit) or replaced: nothing to
+			// restart, but its tracker still counts the records
+			// finished in the aborted transaction, so no later
+			// commit may read its position; what it finishes from
+			// now on is dropped.
+			pt.sealed = true
+			continue
 		}
 		if _, ok := base[sp]; !ok {
 			continue
