@@ -167,6 +167,7 @@ type consumerConfig struct {
 	maxBatchRecords int
 	group           groupConfig
 	sink            recordSink // riffle/process; replaces the handler
+	share           shareConfig
 }
 
 func defaultConsumerConfig() consumerConfig {
@@ -183,6 +184,7 @@ func defaultConsumerConfig() consumerConfig {
 		maxDecompressed: 128 << 20,
 		maxBatchRecords: 1000,
 		group:           defaultGroupConfig(),
+		share:           defaultShareConfig(),
 	}
 }
 
@@ -191,6 +193,8 @@ func (c *consumerConfig) validate() error {
 		return fmt.Errorf("%w: consumer: "+format, append([]any{errs.ErrConfig}, args...)...)
 	}
 	switch {
+	case c.share.group != "":
+		return bad("ShareGroup is for NewShareConsumer")
 	case c.sink == nil && c.onRecord == nil && c.onBatch == nil:
 		return bad("no handler (use HandleRecord or HandleBatch)")
 	case c.onRecord != nil && c.onBatch != nil:

@@ -470,6 +470,14 @@ func (t *Tracker) Extend(k Key, deadline time.Time) {
 	}
 }
 
+// ExtendOffset moves the lock deadline of whatever acquisition of offset
+// is held (renewals name offsets, not acquisitions).
+func (t *Tracker) ExtendOffset(tp TP, offset int64, deadline time.Time) {
+	if e := t.m[tp][offset]; e != nil && deadline.After(e.deadline) {
+		e.deadline = deadline
+	}
+}
+
 // Next returns the earliest deadline among records in state s, and false
 // if there are none.
 func (t *Tracker) Next(s State) (time.Time, bool) {
