@@ -186,3 +186,166 @@ func TestShareConsumerConfig(t *testing.T) {
 		t.Errorf("NewConsumer with ShareGroup: %v", err)
 	}
 }
+
+func newShareMember(t testing.TB, fake *kfake.Cluster, opts ...ConsumerOption) *ShareConsumer {
+	t.Helper()
+	sc, err := NewShareConsumer(shareClient(t, fake), append([]ConsumerOption{ShareGroup("g"), SubscribeTopics("t")}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sc
+}
+
+// TestShareReleaseRedelivers: a released record comes back with delivery
+// count 2. The lock lasts 5 minutes, so only the release can bring it back
+// within the test.
+func TestShareReleaseRedelivers(t *testing.T) {
+	fake := newShareFake(t, 1, 5*time.Minute)
+	pcl := shareClient(t, fake)
+	produceN(t, pcl, "t", 1, 20)
+	shareFromEarliest(t, pcl, "g")
+	s := newSeen(20)
+	var scp atomic.Pointer[ShareConsumer]
+	ready := make(chan struct{})
+	sc := newShareMember(t, fake, ShareAcknowledgementMode(ShareAckExplicit), HandleRecord(func(_ context.Context, r *Record) error {
+		<-ready
+		sc := scp.Load()
+		switch r.DeliveryCount {
+		case 1:
+			return sc.Acknowledge(r, AckRelease)
+		case 2:
+			s.add(r)
+			return sc.Acknowledge(r, AckAccept)
+		}
+		t.Errorf("%d delivered %d times", r.Offset, r.DeliveryCount)
+		return nil
+	}))
+	scp.Store(sc)
+	close(ready)
+	waitDone(t, s.done, "every record twice")
+	closeShare(t, sc)
+	if st := sc.Stats(); st.Released != 20 || st.Accepted != 20 || st.Redelivered != 20 {
+		t.Fatalf("stats %+v", st)
+	}
+	assertShareDrained(t, pcl, "g", "t", 1, 20)
+}
+
+// TestShareRejectArchives: rejected records are never delivered again; the
+// group's start offset passes them.
+func TestShareRejectArchives(t *testing.T) {
+	fake := newShareFake(t, 2, 5*time.Minute)
+	pcl := shareClient(t, fake)
+	produceN(t, pcl, "t", 2, 50)
+	shareFromEarliest(t, pcl, "g")
+	s := newSeen(100)
+	var scp atomic.Pointer[ShareConsumer]
+	ready := make(chan struct{})
+	sc := newShareMember(t, fake, HandleRecord(func(_ context.Context, r *Record) error {
+		<-ready
+		if r.DeliveryCount != 1 {
+			t.Errorf("%d/%d delivered %d times", r.Partition, r.Offset, r.DeliveryCount)
+		}
+		s.add(r)
+		if r.Offset%2 == 1 {
+			return scp.Load().Acknowledge(r, AckReject) // overrides the implicit accept
+		}
+		return nil
+	}))
+	scp.Store(sc)
+	close(ready)
+	waitDone(t, s.done, "every record")
+	closeShare(t, sc) // sends the last acknowledgements
+	// Everything rejected or accepted: the start offsets reach the end,
+	// so nothing can be delivered again.
+	assertShareDrained(t, pcl, "g", "t", 2, 50)
+	if st := sc.Stats(); st.Rejected != 50 || st.Accepted != 50 || st.Released != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// TestShareRenewKeepsLongHandlers: handlers run 3× the 1 s lock; renewal
+// keeps their records, which are never delivered again.
+func TestShareRenewKeepsLongHandlers(t *testing.T) {
+	fake := newShareFake(t, 1, time.Second)
+	pcl := shareClient(t, fake)
+	produceN(t, pcl, "t", 1, 4)
+	shareFromEarliest(t, pcl, "g")
+	s := newSeen(4)
+	var deliveries atomic.Int64
+	sc := newShareMember(t, fake, Runners(4), HandleRecord(func(ctx context.Context, r *Record) error {
+		deliveries.Add(1)
+		if r.DeliveryCount != 1 {
+			t.Errorf("%d delivered %d times", r.Offset, r.DeliveryCount)
+		}
+		select {
+		case <-time.After(3 * time.Second):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		s.add(r)
+		return nil
+	}))
+	waitDone(t, s.done, "every record")
+	closeShare(t, sc)
+	assertShareDrained(t, pcl, "g", "t", 1, 4)
+	st := sc.Stats()
+	if deliveries.Load() != 4 || st.Accepted != 4 || st.Renewed == 0 || st.Expired != 0 {
+		t.Fatalf("deliveries %d, stats %+v", deliveries.Load(), st)
+	}
+}
+
+// TestShareMembershipChurn: members join and leave every few hundred ms
+// while one stays; nothing is lost, and a record handled twice was
+// delivered again by the broker (its later delivery count is above 1):
+// its holder left without acknowledging it.
+func TestShareMembershipChurn(t *testing.T) {
+	fake := newShareFake(t, 6, 2*time.Second)
+	const perPart = 2000
+	pcl := shareClient(t, fake)
+	produceN(t, pcl, "t", 6, perPart)
+	shareFromEarliest(t, pcl, "g")
+	s := newSeen(6 * perPart)
+	var mu sync.Mutex
+	maxCount := map[string]int16{}
+	h := HandleRecord(func(_ context.Context, r *Record) error {
+		mu.Lock()
+		k := fmt.Sprintf("%d/%d", r.Partition, r.Offset)
+		maxCount[k] = max(maxCount[k], r.DeliveryCount)
+		mu.Unlock()
+		time.Sleep(time.Millisecond)
+		s.add(r)
+		return nil
+	})
+	stable := newShareMember(t, fake, h, ShareMaxRecords(50))
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var cycles atomic.Int64
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			cycles.Add(1)
+			sc := newShareMember(t, fake, h, ShareMaxRecords(50))
+			select {
+			case <-stop:
+				closeShare(t, sc)
+				return
+			case <-time.After(time.Duration(150+50*(i%5)) * time.Millisecond):
+			}
+			closeShare(t, sc)
+		}
+	}()
+	waitDone(t, s.done, "every record")
+	close(stop)
+	wg.Wait()
+	closeShare(t, stable)
+	s.mu.Lock()
+	for k, n := range s.n {
+		if n > 1 && maxCount[k] < 2 {
+			t.Errorf("%s handled %d times but never delivered again", k, n)
+		}
+	}
+	s.mu.Unlock()
+	assertShareDrained(t, pcl, "g", "t", 6, perPart)
+	t.Logf("%d members joined and left", cycles.Load())
+}
