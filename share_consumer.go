@@ -57,7 +57,9 @@ type ShareConsumer struct {
 	fetchers    map[int32]*shareFetcher
 	wake        chan struct{}
 
-	q shareQueue
+	q       shareQueue
+	busy    atomic.Int64 // records queued or running, across brokers
+	runners int
 
 	accepted, released, rejected, renewed atomic.Int64
 	expired, redelivered, ackErrors       atomic.Int64
@@ -93,6 +95,7 @@ func NewShareConsumer(c *Client, opts ...ConsumerOption) (*ShareConsumer, error)
 	sc.q.init()
 	c.cl.TrackTopics(cfg.group.topics...)
 	n := cfg.runnerCount()
+	sc.runners = n
 	sc.runWG.Add(n)
 	for i := 0; i < n; i++ {
 		life.Go(sc.runner)
@@ -139,9 +142,11 @@ func (sc *ShareConsumer) runner() {
 		f, k := r.share.f, r.share.key
 		if !f.start(k) {
 			sc.expired.Add(1)
+			sc.idle()
 			continue
 		}
 		err := safeHandle(func() error { return sc.cfg.onRecord(sc.hctx, r) })
+		sc.idle()
 		switch {
 		case err != nil:
 			f.finishIfHeld(k, share.Release)
@@ -151,6 +156,18 @@ func (sc *ShareConsumer) runner() {
 		default:
 			f.hold(k)
 		}
+	}
+}
+
+// idle notes a runner free again: fetchers acquire only what idle runners
+// can start, so no record waits out its lock in the queue.
+func (sc *ShareConsumer) idle() {
+	if sc.busy.Add(-1) == int64(sc.runners)-1 {
+		sc.mu.Lock()
+		for _, f := range sc.fetchers {
+			nudge(f.wake)
+		}
+		sc.mu.Unlock()
 	}
 }
 
@@ -445,6 +462,7 @@ func (sc *ShareConsumer) Close(ctx context.Context) error {
 	// Queued records go back at once.
 	for _, r := range sc.q.close() {
 		r.share.f.finishIfHeld(r.share.key, share.Release)
+		sc.busy.Add(-1)
 	}
 	runDone := make(chan struct{})
 	sc.life.Go(func() { sc.runWG.Wait(); close(runDone) })

@@ -152,7 +152,10 @@ func (f *shareFetcher) loop() {
 				f.acks.Add(k.TP, k.Offset, share.Renew)
 			}
 		}
-		room := sc.cfg.share.maxRecords - f.tr.Count(share.Queued)
+		// Acquire only what idle runners can start: a record waiting in
+		// the queue would hold its lock from other members, and could
+		// lose it before a handler took it.
+		room := min(sc.cfg.share.maxRecords-f.tr.Count(share.Queued), sc.runners-int(sc.busy.Load()))
 		pending := f.acks.Len()
 		hasRenew := pending > 0 && f.acks.HasRenew()
 		nextRenew, anyRunning := f.tr.Next(share.Running)
@@ -592,6 +595,7 @@ func (f *shareFetcher) take(resp *kmsg.ShareFetchResponse, names map[[16]byte]st
 	if len(out) == 0 {
 		return
 	}
+	sc.busy.Add(int64(len(out)))
 	f.mu.Lock()
 	for i, r := range out {
 		r.share = shareRef{f: f, key: f.tr.Acquire(outTP[i], r.Offset, deadline)}
@@ -604,6 +608,7 @@ func (f *shareFetcher) take(resp *kmsg.ShareFetchResponse, names map[[16]byte]st
 		for _, r := range out {
 			f.finishIfHeld(r.share.key, share.Release)
 		}
+		sc.busy.Add(-int64(len(out)))
 	}
 }
 

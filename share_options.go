@@ -106,11 +106,11 @@ func ShareAcknowledgementMode(m ShareAckMode) ConsumerOption {
 	return func(c *consumerConfig) { c.share.mode = m }
 }
 
-// ShareMaxRecords caps the records one broker's share fetch acquires and
-// the records acquired through it that wait for a handler (Java's
-// max.poll.records; default 500). Waiting records hold acquisition locks
-// that other members cannot take, so keep it near what the handlers get
-// through within a lock duration.
+// ShareMaxRecords caps the records one broker's share fetch acquires
+// (Java's max.poll.records; default 500). Whatever it says, a share
+// consumer acquires only as many records as it has idle runners (Runners):
+// a record waiting for a handler would hold its acquisition lock from the
+// other members, and could lose it before a handler took it.
 func ShareMaxRecords(n int) ConsumerOption { return func(c *consumerConfig) { c.share.maxRecords = n } }
 
 // ShareAutoRenew says whether the consumer renews (AckRenew, KIP-1222) the
