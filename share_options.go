@@ -120,7 +120,9 @@ func ShareMaxRecords(n int) ConsumerOption { return func(c *consumerConfig) { c.
 // where the broker supports renewal; elsewhere a record whose lock expired
 // is delivered again while its handler runs, and its acknowledgement is
 // dropped.
-func ShareAutoRenew(on bool) ConsumerOption { return func(c *consumerConfig) { c.share.autoRenew = on } }
+func ShareAutoRenew(on bool) ConsumerOption {
+	return func(c *consumerConfig) { c.share.autoRenew = on }
+}
 
 func (c *consumerConfig) validateShare() error {
 	bad := func(format string, args ...any) error {

@@ -39,8 +39,8 @@ func ShareDeliveryLimit(n int) Option { return func(c *config) { c.shareLimit = 
 type ShareProcessor struct {
 	sc    *riffle.ShareConsumer
 	ready chan struct{} // closed once sc is set: handlers may start before
-	cfg config
-	h   Handler
+	cfg   config
+	h     Handler
 
 	running                                    atomic.Int64
 	processed, retries, deadLettered, rejected atomic.Int64
