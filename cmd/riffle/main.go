@@ -209,7 +209,7 @@ Interrupted commands still finish cleanly and print their summary.`,
 	f.BoolVarP(&a.verbose, "verbose", "v", false, "log client activity (debug level) to stderr")
 
 	root.AddCommand(a.clusterCmd(), a.topicCmd(), a.demoCmd())
-	root.AddCommand(a.consumerGroupCmd(), a.txnCmd())
+	root.AddCommand(a.consumerGroupCmd(), a.shareCmd(), a.txnCmd())
 	root.AddCommand(a.produceCmd(), a.consumeCmd())
 	root.AddCommand(a.serveCmd())
 	return root
