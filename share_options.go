@@ -6,30 +6,30 @@ import (
 	"time"
 
 	"github.com/riffle-go/riffle/internal/errs"
-	"github.com/riffle-go/riffle/internal/share"
 )
 
 // AcknowledgeType says what becomes of a record a share group member
 // acquired (Java's AcknowledgeType).
 type AcknowledgeType int8
 
-// Acknowledgement types (KIP-932; AckRenew is KIP-1222).
-const (
-	// AckAccept: the record was processed; it is never delivered again.
-	AckAccept = AcknowledgeType(share.Accept)
-	// AckRelease: give the record back; the group delivers it again (to
-	// any member) with its delivery count increased, unless that count
-	// reached the group's limit (group.share.delivery.count.limit), in
-	// which case it is archived.
-	AckRelease = AcknowledgeType(share.Release)
-	// AckReject: the record cannot be processed; it is archived and never
-	// delivered again.
-	AckReject = AcknowledgeType(share.Reject)
-	// AckRenew: keep the record and restart its acquisition lock, for
-	// processing that outlives the lock. Needs brokers with KIP-1222
-	// (ShareAcknowledge v2); the record still needs a final type later.
-	AckRenew = AcknowledgeType(share.Renew)
-)
+// AckAccept: the record was processed; it is never delivered again.
+// (The values of the acknowledgement types are the wire's, KIP-932.)
+const AckAccept AcknowledgeType = 1
+
+// AckRelease: give the record back; the group delivers it again (to
+// any member) with its delivery count increased, unless that count
+// reached the group's limit (group.share.delivery.count.limit), in
+// which case it is archived.
+const AckRelease AcknowledgeType = 2
+
+// AckReject: the record cannot be processed; it is archived and never
+// delivered again.
+const AckReject AcknowledgeType = 3
+
+// AckRenew: keep the record and restart its acquisition lock, for
+// processing that outlives the lock (KIP-1222: needs ShareAcknowledge v2);
+// the record still needs a final type later.
+const AckRenew AcknowledgeType = 4
 
 // String returns the Java name: ACCEPT, RELEASE, REJECT or RENEW.
 func (t AcknowledgeType) String() string {
@@ -49,19 +49,18 @@ func (t AcknowledgeType) String() string {
 // ShareAckMode is share.acknowledgement.mode: who acknowledges records.
 type ShareAckMode int8
 
-const (
-	// ShareAckImplicit (the default): the consumer acknowledges each record
-	// when its handler returns: AckAccept for nil, AckRelease for an error
-	// (the record is delivered again, to any member, until the group's
-	// delivery count limit archives it).
-	ShareAckImplicit ShareAckMode = iota
-	// ShareAckExplicit: the handler (or anyone, later) calls
-	// ShareConsumer.Acknowledge for each record. A handler that returns an
-	// error for a record it did not acknowledge releases it; one that
-	// returns nil without acknowledging leaves it acquired until
-	// Acknowledge is called or its lock expires (renew it with AckRenew).
-	ShareAckExplicit
-)
+// ShareAckImplicit (the default): the consumer acknowledges each record
+// when its handler returns: AckAccept for nil, AckRelease for an error
+// (the record is delivered again, to any member, until the group's
+// delivery count limit archives it).
+const ShareAckImplicit ShareAckMode = 0
+
+// ShareAckExplicit: the handler (or anyone, later) calls
+// ShareConsumer.Acknowledge for each record. A handler that returns an
+// error for a record it did not acknowledge releases it; one that
+// returns nil without acknowledging leaves it acquired until Acknowledge
+// is called or its lock expires (renew it with AckRenew).
+const ShareAckExplicit ShareAckMode = 1
 
 // String returns the Java value: implicit or explicit.
 func (m ShareAckMode) String() string {

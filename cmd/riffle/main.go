@@ -149,7 +149,8 @@ func (a *app) rootCmd() *cobra.Command {
 		Long: `riffle inspects and manages Kafka clusters: it describes the cluster and
 its topics (cluster, topic), creates and deletes topics, writes and reads
 records (produce, consume), lists, describes, resets and deletes consumer
-groups and shows their lag (group), lists and describes transactions and
+groups and shows their lag (group), lists, describes and resets share
+groups (share), lists and describes transactions and
 the producers active on a topic (txn), runs an embedded cluster until
 Ctrl-C (serve) and gives a guided tour (demo).
 

@@ -29,7 +29,13 @@ func (a *app) shareListCmd() *cobra.Command {
 		Use:     "list",
 		Aliases: []string{"ls"},
 		Short:   "List share groups with their state",
-		Args:    cobra.NoArgs,
+		Long: `List the share groups of the cluster, sorted by name, with their state.
+Every broker is asked (ListGroups filtered by the share type); if some
+broker cannot answer, the groups of the others are listed and riffle exits
+with status 1.`,
+		Example: `  riffle share list
+  riffle share list -o json`,
+		Args: cobra.NoArgs,
 	}
 	output := addOutputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -89,7 +95,13 @@ func (a *app) shareDescribeCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "describe GROUP...",
 		Short: "Describe share groups: members, assignments, start offsets and lag",
-		Args:  cobra.MinimumNArgs(1),
+		Long: `Describe share groups: their state and epoch, each member with the
+partitions it fetches from (shared with the other members), and per
+partition the group's start offset (every record before it is acknowledged
+or archived) and lag.`,
+		Example: `  riffle share describe jobs
+  riffle share describe jobs -o json`,
+		Args: cobra.MinimumNArgs(1),
 	}
 	output := addOutputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, groups []string) error {
@@ -165,6 +177,8 @@ func (a *app) shareResetCmd() *cobra.Command {
 		Long: `Reset the start offsets of a share group for the partitions of a topic:
 earliest, latest or an absolute offset. Without --execute it only prints
 what it would do. The group must be empty (no members).`,
+		Example: `  riffle share reset jobs --topic tasks --to earliest
+  riffle share reset jobs --topic tasks --to 1200 --execute`,
 		Args: cobra.ExactArgs(1),
 	}
 	topic := cmd.Flags().String("topic", "", "topic whose partitions to reset (required)")
