@@ -168,6 +168,7 @@ type consumerConfig struct {
 	group           groupConfig
 	sink            recordSink // riffle/process; replaces the handler
 	eos             *eosConfig // ExactlyOnce
+	share           shareConfig
 }
 
 func defaultConsumerConfig() consumerConfig {
@@ -184,6 +185,7 @@ func defaultConsumerConfig() consumerConfig {
 		maxDecompressed: 128 << 20,
 		maxBatchRecords: 1000,
 		group:           defaultGroupConfig(),
+		share:           defaultShareConfig(),
 	}
 }
 
@@ -192,6 +194,8 @@ func (c *consumerConfig) validate() error {
 		return fmt.Errorf("%w: consumer: "+format, append([]any{errs.ErrConfig}, args...)...)
 	}
 	switch {
+	case c.share.group != "":
+		return bad("ShareGroup is for NewShareConsumer")
 	case c.sink == nil && c.onRecord == nil && c.onBatch == nil:
 		return bad("no handler (use HandleRecord or HandleBatch)")
 	case c.onRecord != nil && c.onBatch != nil:

@@ -18,7 +18,7 @@ import (
 // given.
 
 // Compiled, never called.
-var _ = []any{readmeTour, packageDoc}
+var _ = []any{readmeTour, packageDoc, readmeShare}
 
 // readmeTour is README.md's "A short tour".
 func readmeTour(ctx context.Context, user, pass string, k, v []byte, recs []*riffle.Record,
@@ -110,4 +110,14 @@ func packageDoc(ctx context.Context) error {
 	topics, err := cl.Admin().ListTopics(ctx)
 	_ = topics
 	return err
+}
+
+// readmeShare is README.md's "Share groups".
+func readmeShare(ctx context.Context, cl *riffle.Client, run func(context.Context, *riffle.Record) error) {
+	sc, _ := riffle.NewShareConsumer(cl, riffle.ShareGroup("jobs"), riffle.SubscribeTopics("tasks"),
+		riffle.Runners(64), // handler goroutines: records of one partition run concurrently
+		riffle.HandleRecord(func(ctx context.Context, r *riffle.Record) error {
+			return run(ctx, r) // nil: ACCEPT; an error: RELEASE (delivered again, r.DeliveryCount+1)
+		}))
+	defer sc.Close(ctx) // releases what it holds, leaves the group
 }

@@ -28,6 +28,14 @@ type Record struct {
 	// Offset is set when the record was written (or consumed). It is -1
 	// for acks=0, where the broker does not say.
 	Offset int64
+	// DeliveryCount is how many times a share group (KIP-932) has handed
+	// this record to a member, this delivery included: 1 the first time,
+	// 2 after a release or an expired acquisition lock, and so on (Java's
+	// ConsumerRecord.deliveryCount). Zero for records not consumed through
+	// a ShareConsumer.
+	DeliveryCount int16
+
+	share shareRef // the acquisition a ShareConsumer acknowledges
 }
 
 // Header is a record header. A nil Value is a null header value.

@@ -129,6 +129,8 @@ type Option func(*config)
 
 type config struct {
 	mode        Mode
+	modeSet     bool // Ordering was given (NewShare takes Unordered only)
+	shareLimit  int
 	concurrency int
 	partLimit   int
 	window      int
@@ -190,7 +192,7 @@ func (c *config) validate() error {
 }
 
 // Ordering sets the ordering mode (default ByKey).
-func Ordering(m Mode) Option { return func(c *config) { c.mode = m } }
+func Ordering(m Mode) Option { return func(c *config) { c.mode, c.modeSet = m, true } }
 
 // Concurrency caps the records running at once across all partitions
 // (default 64). Throughput of I/O-bound handlers is about concurrency /

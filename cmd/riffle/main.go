@@ -150,12 +150,13 @@ func (a *app) rootCmd() *cobra.Command {
 		Long: `riffle inspects and manages Kafka clusters: it describes the cluster and
 its topics (cluster, topic), creates and deletes topics, writes and reads
 records (produce, consume), lists, describes, resets and deletes consumer
-groups and shows their lag (group), lists and describes transactions and
-the producers active on a topic (txn), splits topics into offset ranges
-for other engines to read and checkpoints them in a group (ranges),
-manages ACLs (acl), topic and broker configs (config), deletes records
-below an offset (records) and sets users' SCRAM credentials (user), runs
-an embedded cluster until Ctrl-C (serve) and gives a guided tour (demo).
+groups and shows their lag (group), lists, describes and resets share
+groups (share), lists and describes transactions and the producers active
+on a topic (txn), splits topics into offset ranges for other engines to
+read and checkpoints them in a group (ranges), manages ACLs (acl), topic
+and broker configs (config), deletes records below an offset (records)
+and sets users' SCRAM credentials (user), runs an embedded cluster until
+Ctrl-C (serve) and gives a guided tour (demo).
 
 Brokers come from --brokers or, failing that, the RIFFLE_BROKERS environment
 variable (comma-separated host:port; the port defaults to 9092). With
@@ -213,7 +214,7 @@ Interrupted commands still finish cleanly and print their summary.`,
 	f.BoolVarP(&a.verbose, "verbose", "v", false, "log client activity (debug level) to stderr")
 
 	root.AddCommand(a.clusterCmd(), a.topicCmd(), a.demoCmd())
-	root.AddCommand(a.consumerGroupCmd(), a.txnCmd())
+	root.AddCommand(a.consumerGroupCmd(), a.shareCmd(), a.txnCmd())
 	root.AddCommand(a.produceCmd(), a.consumeCmd(), a.rangesCmd())
 	root.AddCommand(a.aclCmd(), a.configCmd(), a.recordsCmd(), a.userCmd())
 	root.AddCommand(a.serveCmd())

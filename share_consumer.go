@@ -1,0 +1,554 @@
+package riffle
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/riffle-go/riffle/internal/cluster"
+	"github.com/riffle-go/riffle/internal/kafkaerr"
+	"github.com/riffle-go/riffle/internal/lifecycle"
+	"github.com/riffle-go/riffle/internal/share"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// ShareConsumer is a member of a share group (KIP-932, Kafka 4.2's
+// "queues"): members of the group consume the same partitions
+// cooperatively, the broker hands each record to one member at a time
+// under an acquisition lock, and each record is acknowledged on its own
+// (AckAccept, AckRelease, AckReject, AckRenew), with a delivery count
+// (Record.DeliveryCount). Processing is unordered: records of one
+// partition run concurrently, on as many handler goroutines as Runners
+// says (default GOMAXPROCS*4), beyond the partition count.
+//
+// Membership is kept with ShareGroupHeartbeat; each broker leading an
+// assigned partition has its own fetch loop and share session (one broker's
+// slow fetch never delays another's), and acknowledgements ride on the
+// next ShareFetch, or go in a ShareAcknowledge when there is nothing to
+// fetch. A record whose lock expired before a handler took it is never
+// handed out (the broker delivers it again); running handlers' locks are
+// renewed (ShareAutoRenew) where the broker supports KIP-1222.
+//
+// Delivery is at least once: a record is delivered again if its member
+// releases it, fails or leaves without acknowledging it, or holds it past
+// its lock.
+type ShareConsumer struct {
+	c   *Client
+	cl  *cluster.Cluster
+	cfg consumerConfig
+
+	life     *lifecycle.Group
+	hctx     context.Context // handlers': cancelled at Close's deadline
+	hcancel  context.CancelFunc
+	noFetch  chan struct{} // closed by Close: fetch nothing new
+	final    chan struct{} // closed by Close once handlers are done: release and close sessions
+	runWG    sync.WaitGroup
+	fetchWG  sync.WaitGroup
+	memberID string
+
+	mu          sync.Mutex
+	memberEpoch int32
+	coordinator int32
+	assigned    map[[16]byte][]int32 // the group's assignment, by topic id
+	fetchers    map[int32]*shareFetcher
+	wake        chan struct{}
+
+	q       shareQueue
+	busy    atomic.Int64 // records queued or running, across brokers
+	runners int
+
+	accepted, released, rejected, renewed atomic.Int64
+	expired, redelivered, ackErrors       atomic.Int64
+}
+
+// NewShareConsumer joins the share group named by ShareGroup, subscribed to
+// the topics of SubscribeTopics, and runs the HandleRecord handler on the
+// records the group hands it. Options that apply: ShareGroup,
+// SubscribeTopics, HandleRecord, Runners, FetchMaxWait, FetchMaxBytes,
+// CheckCRC, MaxDecompressedBytes, ShareAcknowledgementMode,
+// ShareMaxRecords, ShareAutoRenew; the others are ignored. Where a share
+// group starts in a partition is the group's share.auto.offset.reset
+// config (latest unless altered), not OffsetReset.
+//
+// The handler's ctx is cancelled at Close's deadline; the record is then
+// released. A Client may carry any number of share consumers.
+func NewShareConsumer(c *Client, opts ...ConsumerOption) (*ShareConsumer, error) {
+	cfg := defaultConsumerConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := cfg.validateShare(); err != nil {
+		return nil, err
+	}
+	life := lifecycle.New()
+	hctx, hcancel := context.WithCancel(life.Context())
+	sc := &ShareConsumer{
+		c: c, cl: c.cl, cfg: cfg, life: life, hctx: hctx, hcancel: hcancel,
+		noFetch: make(chan struct{}), final: make(chan struct{}),
+		memberID: newMemberID(), coordinator: -1,
+		fetchers: map[int32]*shareFetcher{}, wake: make(chan struct{}, 1),
+	}
+	sc.q.init()
+	c.cl.TrackTopics(cfg.group.topics...)
+	n := cfg.runnerCount()
+	sc.runners = n
+	sc.runWG.Add(n)
+	for i := 0; i < n; i++ {
+		life.Go(sc.runner)
+	}
+	life.Go(sc.memberLoop, sc.placeLoop)
+	return sc, nil
+}
+
+func (sc *ShareConsumer) log() []any {
+	return []any{"group", sc.cfg.share.group, "member", sc.memberID}
+}
+
+// MemberID is the member id the consumer chose (KIP-932 members name
+// themselves).
+func (sc *ShareConsumer) MemberID() string { return sc.memberID }
+
+// Acknowledge sets what becomes of r, a record this consumer handed to its
+// handler: in explicit mode every record needs one final type (AckAccept,
+// AckRelease or AckReject), any number of AckRenew before it; in implicit
+// mode a call made while the handler runs overrides the acknowledgement
+// its return would make. Acknowledgements are batched into the next
+// request to r's broker. ErrNotAcquired: r is no longer held by this
+// member (acknowledged already, or its lock expired).
+func (sc *ShareConsumer) Acknowledge(r *Record, t AcknowledgeType) error {
+	if t < AckAccept || t > AckRenew {
+		return fmt.Errorf("%w: acknowledge type %d", ErrInvalidConfig, t)
+	}
+	f := r.share.f
+	if f == nil || f.sc != sc {
+		return ErrNotAcquired
+	}
+	return f.ack(r.share.key, int8(t))
+}
+
+// runner takes records from the queue and runs the handler on them until
+// Close drains the queue.
+func (sc *ShareConsumer) runner() {
+	defer sc.runWG.Done()
+	for {
+		r := sc.q.pop()
+		if r == nil {
+			return
+		}
+		f, k := r.share.f, r.share.key
+		if !f.start(k) {
+			sc.expired.Add(1)
+			sc.idle()
+			continue
+		}
+		err := safeHandle(func() error { return sc.cfg.onRecord(sc.hctx, r) })
+		sc.idle()
+		switch {
+		case err != nil:
+			f.finishIfHeld(k, share.Release)
+			sc.c.log.Debug("share handler failed; record released", append(sc.log(), "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", err)...)
+		case sc.cfg.share.mode == ShareAckImplicit:
+			f.finishIfHeld(k, share.Accept)
+		default:
+			f.hold(k)
+		}
+	}
+}
+
+// idle notes a runner free again: fetchers acquire only what idle runners
+// can start, so no record waits out its lock in the queue.
+func (sc *ShareConsumer) idle() {
+	if sc.busy.Add(-1) == int64(sc.runners)-1 {
+		sc.mu.Lock()
+		for _, f := range sc.fetchers {
+			nudge(f.wake)
+		}
+		sc.mu.Unlock()
+	}
+}
+
+func safeHandle(fn func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("riffle: share handler panicked: %v", r)
+		}
+	}()
+	return fn()
+}
+
+// memberLoop keeps the membership: ShareGroupHeartbeat at the
+// coordinator's interval, the assignment each answer carries handed to the
+// placement loop.
+func (sc *ShareConsumer) memberLoop() {
+	ctx := sc.life.Context()
+	interval := 5 * time.Second
+	failures := 0
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-sc.final:
+			return // Close leaves the group itself
+		case <-timer.C:
+		}
+		next := interval
+		sc.mu.Lock()
+		epoch := sc.memberEpoch
+		sc.mu.Unlock()
+		resp, err := sc.heartbeat(ctx, epoch)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			failures++
+			next = sc.c.cfg.retryBackoff.Delay(failures, 0.5)
+			sc.c.log.Info("share group heartbeat failed", append(sc.log(), "err", err)...)
+		case resp.ErrorCode == 0:
+			failures = 0
+			sc.mu.Lock()
+			sc.memberEpoch = resp.MemberEpoch
+			if resp.Assignment != nil {
+				sc.assigned = map[[16]byte][]int32{}
+				for _, t := range resp.Assignment.TopicPartitions {
+					sc.assigned[t.TopicID] = slices.Clone(t.Partitions)
+				}
+			}
+			sc.mu.Unlock()
+			if resp.Assignment != nil {
+				nudge(sc.wake)
+			}
+			if resp.HeartbeatIntervalMillis > 0 {
+				interval = time.Duration(resp.HeartbeatIntervalMillis) * time.Millisecond
+				next = interval
+			}
+		case resp.ErrorCode == kafkaerr.UnknownMemberID || resp.ErrorCode == kafkaerr.FencedMemberEpoch:
+			// Fenced: join again at epoch 0; what we hold stays ours
+			// (share records are locked to the member id) until the
+			// broker says otherwise.
+			sc.mu.Lock()
+			sc.memberEpoch = 0
+			sc.assigned = nil
+			sc.mu.Unlock()
+			nudge(sc.wake)
+			next = 0
+		default:
+			code := resp.ErrorCode
+			if code == kafkaerr.NotCoordinator || code == kafkaerr.CoordinatorNotAvailable {
+				sc.mu.Lock()
+				sc.coordinator = -1
+				sc.mu.Unlock()
+			}
+			failures++
+			next = sc.c.cfg.retryBackoff.Delay(failures, 0.5)
+			sc.c.log.Info("share group heartbeat error", append(sc.log(), "err", kafkaerr.ForCode(code))...)
+		}
+		timer.Reset(next)
+	}
+}
+
+// heartbeat sends one ShareGroupHeartbeat at epoch (0 joins, -1 leaves).
+// The subscription rides on every heartbeat, so every answer carries the
+// assignment.
+func (sc *ShareConsumer) heartbeat(ctx context.Context, epoch int32) (*kmsg.ShareGroupHeartbeatResponse, error) {
+	node, err := sc.findCoordinator(ctx)
+	if err != nil {
+		return nil, err
+	}
+	req := kmsg.NewPtrShareGroupHeartbeatRequest()
+	req.GroupID, req.MemberID, req.MemberEpoch = sc.cfg.share.group, sc.memberID, epoch
+	if epoch >= 0 {
+		req.SubscribedTopicNames = sc.cfg.group.topics
+	}
+	resp, err := sc.cl.Request(ctx, node, cluster.ClassGroup, req)
+	if err != nil {
+		sc.mu.Lock()
+		sc.coordinator = -1
+		sc.mu.Unlock()
+		return nil, err
+	}
+	return resp.(*kmsg.ShareGroupHeartbeatResponse), nil
+}
+
+func (sc *ShareConsumer) findCoordinator(ctx context.Context) (int32, error) {
+	sc.mu.Lock()
+	c := sc.coordinator
+	sc.mu.Unlock()
+	if c >= 0 {
+		return c, nil
+	}
+	req := kmsg.NewPtrFindCoordinatorRequest()
+	req.CoordinatorKey = sc.cfg.share.group
+	req.CoordinatorKeys = []string{sc.cfg.share.group}
+	resp, err := sc.cl.RequestAny(ctx, req)
+	if err != nil {
+		return -1, err
+	}
+	r := resp.(*kmsg.FindCoordinatorResponse)
+	code, node := r.ErrorCode, r.NodeID
+	if len(r.Coordinators) > 0 {
+		code, node = r.Coordinators[0].ErrorCode, r.Coordinators[0].NodeID
+	}
+	if code != 0 {
+		return -1, kafkaerr.ForCode(code)
+	}
+	sc.mu.Lock()
+	sc.coordinator = node
+	sc.mu.Unlock()
+	return node, nil
+}
+
+// placeLoop gives each broker's fetcher the assigned partitions it leads:
+// when the assignment changes and every 250 ms (leaders move).
+func (sc *ShareConsumer) placeLoop() {
+	ctx := sc.life.Context()
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		sc.place()
+		select {
+		case <-ctx.Done():
+			return
+		case <-sc.noFetch:
+			sc.mu.Lock()
+			for _, f := range sc.fetchers {
+				f.setOwned(nil)
+			}
+			sc.mu.Unlock()
+			return
+		case <-sc.wake:
+		case <-t.C:
+		}
+	}
+}
+
+func (sc *ShareConsumer) place() {
+	snap := sc.cl.Snapshot()
+	byID := map[[16]byte]string{}
+	for name, tm := range snap.Topics {
+		byID[tm.ID] = name
+	}
+	owned := map[int32][]shareTP{}
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	missing := false
+	for id, ps := range sc.assigned {
+		name, ok := byID[id]
+		if !ok {
+			missing = true
+			continue
+		}
+		tm := snap.Topics[name]
+		for _, p := range ps {
+			if p < 0 || int(p) >= len(tm.Partitions) || tm.Partitions[p].Leader < 0 {
+				missing = true
+				continue
+			}
+			leader := tm.Partitions[p].Leader
+			owned[leader] = append(owned[leader], shareTP{TP: share.TP{ID: id, Partition: p}, topic: name})
+		}
+	}
+	if missing {
+		sc.cl.TriggerMetadata()
+	}
+	for node, tps := range owned {
+		if sc.fetchers[node] == nil && !sc.life.Closing() {
+			f := newShareFetcher(sc, node)
+			sc.fetchWG.Add(1)
+			if !sc.life.Go(f.loop) {
+				sc.fetchWG.Done()
+				continue
+			}
+			sc.fetchers[node] = f
+		}
+		sort.Slice(tps, func(i, j int) bool {
+			if tps[i].topic != tps[j].topic {
+				return tps[i].topic < tps[j].topic
+			}
+			return tps[i].TP.Partition < tps[j].TP.Partition
+		})
+		if f := sc.fetchers[node]; f != nil {
+			f.setOwned(tps)
+		}
+	}
+	for node, f := range sc.fetchers {
+		if _, ok := owned[node]; !ok {
+			f.setOwned(nil)
+		}
+	}
+}
+
+// ShareStats describes a ShareConsumer.
+type ShareStats struct {
+	MemberID    string
+	MemberEpoch int32
+	// Assigned are the partitions the group assigned (others hold them
+	// too: share groups assign a partition to several members).
+	Assigned []TopicPartition
+	// Acquired counts the records this member holds under acquisition
+	// locks: Queued (waiting for a handler), Running and Held (explicit
+	// mode: the handler returned without acknowledging).
+	Acquired, Queued, Running, Held int
+	// Accepted, Released, Rejected and Renewed count acknowledgements
+	// sent; Expired counts records dropped because their lock ended
+	// before a handler took them or before their acknowledgement;
+	// Redelivered counts records received with a delivery count above 1;
+	// AckErrors the partitions a broker refused acknowledgements or
+	// fetches for.
+	Accepted, Released, Rejected, Renewed, Expired, Redelivered, AckErrors int64
+	// LockTimeout is the acquisition lock duration the brokers last
+	// reported.
+	LockTimeout time.Duration
+}
+
+// Stats returns a snapshot.
+func (sc *ShareConsumer) Stats() ShareStats {
+	st := ShareStats{
+		MemberID: sc.memberID, Accepted: sc.accepted.Load(), Released: sc.released.Load(),
+		Rejected: sc.rejected.Load(), Renewed: sc.renewed.Load(), Expired: sc.expired.Load(),
+		Redelivered: sc.redelivered.Load(), AckErrors: sc.ackErrors.Load(),
+	}
+	snap := sc.cl.Snapshot()
+	byID := map[[16]byte]string{}
+	for name, tm := range snap.Topics {
+		byID[tm.ID] = name
+	}
+	sc.mu.Lock()
+	st.MemberEpoch = sc.memberEpoch
+	for id, ps := range sc.assigned {
+		for _, p := range ps {
+			st.Assigned = append(st.Assigned, TopicPartition{byID[id], p})
+		}
+	}
+	fs := make([]*shareFetcher, 0, len(sc.fetchers))
+	for _, f := range sc.fetchers {
+		fs = append(fs, f)
+	}
+	sc.mu.Unlock()
+	for _, f := range fs {
+		f.mu.Lock()
+		st.Queued += f.tr.Count(share.Queued)
+		st.Running += f.tr.Count(share.Running)
+		st.Held += f.tr.Count(share.Held)
+		f.mu.Unlock()
+		if l := time.Duration(f.lockMs.Load()) * time.Millisecond; l > st.LockTimeout {
+			st.LockTimeout = l
+		}
+	}
+	st.Acquired = st.Queued + st.Running + st.Held
+	sort.Slice(st.Assigned, func(i, j int) bool {
+		a, b := st.Assigned[i], st.Assigned[j]
+		return a.Topic < b.Topic || a.Topic == b.Topic && a.Partition < b.Partition
+	})
+	return st
+}
+
+// Close stops fetching, releases the records no handler took, waits for
+// the running handlers until ctx ends (then cancels their context: those
+// records are released), releases what explicit mode still holds, closes
+// every share session with its last acknowledgements and leaves the group.
+// A second or concurrent Close waits for the first.
+func (sc *ShareConsumer) Close(ctx context.Context) error {
+	if !sc.life.Close() {
+		return sc.life.AwaitDone(ctx)
+	}
+	defer sc.life.Finish()
+	close(sc.noFetch)
+	// Queued records go back at once.
+	for _, r := range sc.q.close() {
+		r.share.f.finishIfHeld(r.share.key, share.Release)
+		sc.busy.Add(-1)
+	}
+	runDone := make(chan struct{})
+	sc.life.Go(func() { sc.runWG.Wait(); close(runDone) })
+	var err error
+	select {
+	case <-runDone:
+	case <-ctx.Done():
+		err = ctx.Err()
+		sc.hcancel() // handlers end; their records are released
+		<-runDone
+	}
+	close(sc.final)
+	fetchDone := make(chan struct{})
+	sc.life.Go(func() { sc.fetchWG.Wait(); close(fetchDone) })
+	select {
+	case <-fetchDone:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	lctx := ctx
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		lctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+	}
+	if resp, lerr := sc.heartbeat(lctx, -1); lerr != nil {
+		sc.c.log.Info("leaving the share group failed", append(sc.log(), "err", lerr)...)
+	} else if resp.ErrorCode != 0 {
+		sc.c.log.Info("leaving the share group failed", append(sc.log(), "err", kafkaerr.ForCode(resp.ErrorCode))...)
+	}
+	sc.hcancel()
+	sc.life.Stop()
+	sc.life.Wait()
+	sc.cl.UntrackTopics(sc.cfg.group.topics...)
+	return err
+}
+
+// shareQueue is the records waiting for a handler, across brokers.
+type shareQueue struct {
+	mu     sync.Mutex
+	cond   *sync.Cond
+	recs   []*Record
+	closed bool
+}
+
+func (q *shareQueue) init() { q.cond = sync.NewCond(&q.mu) }
+
+// push queues rs; after close it queues nothing and returns false.
+func (q *shareQueue) push(rs []*Record) bool {
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return false
+	}
+	q.recs = append(q.recs, rs...)
+	q.mu.Unlock()
+	if len(rs) == 1 {
+		q.cond.Signal()
+	} else {
+		q.cond.Broadcast()
+	}
+	return true
+}
+
+// pop returns the next record, or nil once the queue is closed.
+func (q *shareQueue) pop() *Record {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for len(q.recs) == 0 && !q.closed {
+		q.cond.Wait()
+	}
+	if q.closed {
+		return nil
+	}
+	r := q.recs[0]
+	q.recs[0] = nil
+	q.recs = q.recs[1:]
+	return r
+}
+
+// close wakes every runner and returns what was still queued.
+func (q *shareQueue) close() []*Record {
+	q.mu.Lock()
+	rs := q.recs
+	q.recs, q.closed = nil, true
+	q.mu.Unlock()
+	q.cond.Broadcast()
+	return rs
+}
