@@ -112,9 +112,22 @@ func (p *cpart) fetchWant(node int32) (w fetch.Want, epoch uint64, behind, ok bo
 // leadership looked wrong (the coordinator should re-check).
 func (p *cpart) applyFetch(epoch uint64, offset int64, leaderEpoch int32, res fetch.Partition, recs []Record) (moved bool) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	moved, applied, bytes := p.applyFetchLocked(epoch, offset, leaderEpoch, res, recs)
+	if !applied || len(p.cs.c.hooks.fetch) == 0 {
+		p.mu.Unlock()
+		return moved
+	}
+	e := p.fetchEventLocked(res, len(recs), bytes)
+	p.mu.Unlock()
+	p.cs.fetched(e)
+	return moved
+}
+
+// applyFetchLocked is applyFetch under the partition's lock; it also says
+// whether the result was applied and the size of its records.
+func (p *cpart) applyFetchLocked(epoch uint64, offset int64, leaderEpoch int32, res fetch.Partition, recs []Record) (moved, applied bool, bytes int64) {
 	if p.epoch != epoch || p.fetchOffset != offset || p.state != stateFetching {
-		return false
+		return false, false, 0
 	}
 	if res.Err == nil && leaderEpoch > p.checkedEpoch {
 		// The leader of that epoch served our position: it is
@@ -128,7 +141,6 @@ func (p *cpart) applyFetch(epoch uint64, offset int64, leaderEpoch int32, res fe
 		p.hw = res.HighWatermark
 	}
 	if len(recs) > 0 {
-		var bytes int64
 		seg := make([]*Record, len(recs))
 		for i := range recs {
 			seg[i] = &recs[i]
@@ -144,7 +156,7 @@ func (p *cpart) applyFetch(epoch uint64, offset int64, leaderEpoch int32, res fe
 		moved = p.fetchFailedLocked(offset, res)
 	}
 	p.scheduleLocked()
-	return moved
+	return moved, true, bytes
 }
 
 // fetchFailedLocked handles a partition-level fetch error.
