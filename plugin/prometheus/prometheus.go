@@ -129,6 +129,9 @@ type Metrics struct {
 
 	lagDesc, bufTotalDesc, bufAvailDesc, bufRecsDesc *prom.Desc
 
+	seriesMu sync.RWMutex
+	series   map[riffle.TopicPartition]*series
+
 	mu        sync.Mutex
 	lag       map[riffle.TopicPartition]int64
 	producers map[*riffle.Producer]struct{}
@@ -144,7 +147,7 @@ func New(opts ...Option) *Metrics {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	m := &Metrics{cfg: cfg, lag: map[riffle.TopicPartition]int64{}, producers: map[*riffle.Producer]struct{}{}}
+	m := &Metrics{cfg: cfg, lag: map[riffle.TopicPartition]int64{}, series: map[riffle.TopicPartition]*series{}, producers: map[*riffle.Producer]struct{}{}}
 	var constLabels prom.Labels
 	if cfg.clientID != "" {
 		constLabels = prom.Labels{"client_id": cfg.clientID}
@@ -279,40 +282,74 @@ func (m *Metrics) ForgetPartitions(tps ...riffle.TopicPartition) {
 	m.mu.Unlock()
 }
 
-// labels returns the topic labels of a topic-partition.
-func (m *Metrics) labels(topic string, partition int32) []string {
-	if m.cfg.partitions {
-		return []string{topic, strconv.Itoa(int(partition))}
+// series are the per-topic (or per-partition) metrics, resolved once:
+// the hooks then cost no label lookups and no allocation.
+type series struct {
+	sendRecords, sendErrors, sendBytes prom.Counter
+	batchBytes, batchRecords           prom.Observer
+	compression, latency               prom.Observer
+	consumedRecords, consumedBytes     prom.Counter
+}
+
+// seriesFor returns the series of a topic-partition.
+func (m *Metrics) seriesFor(topic string, partition int32) *series {
+	if !m.cfg.partitions {
+		partition = -1
 	}
-	return []string{topic}
+	key := riffle.TopicPartition{Topic: topic, Partition: partition}
+	m.seriesMu.RLock()
+	s := m.series[key]
+	m.seriesMu.RUnlock()
+	if s != nil {
+		return s
+	}
+	l := []string{topic}
+	if m.cfg.partitions {
+		l = append(l, strconv.Itoa(int(partition)))
+	}
+	s = &series{
+		sendRecords: m.sendRecords.WithLabelValues(l...), sendErrors: m.sendErrors.WithLabelValues(l...),
+		sendBytes: m.sendBytes.WithLabelValues(l...), batchBytes: m.batchBytes.WithLabelValues(l...),
+		batchRecords: m.batchRecords.WithLabelValues(l...), compression: m.compression.WithLabelValues(l...),
+		latency: m.produceLatency.WithLabelValues(l...), consumedRecords: m.consumedRecords.WithLabelValues(l...),
+		consumedBytes: m.consumedBytes.WithLabelValues(l...),
+	}
+	m.seriesMu.Lock()
+	if cur := m.series[key]; cur != nil {
+		s = cur
+	} else {
+		m.series[key] = s
+	}
+	m.seriesMu.Unlock()
+	return s
 }
 
 // OnProduceBatch implements riffle.ProduceBatchHook.
 func (m *Metrics) OnProduceBatch(e riffle.ProduceBatchEvent) {
-	l := m.labels(e.Topic, e.Partition)
+	s := m.seriesFor(e.Topic, e.Partition)
 	if e.Err != nil {
-		m.sendErrors.WithLabelValues(l...).Add(float64(e.Records))
+		s.sendErrors.Add(float64(e.Records))
 		m.errors.WithLabelValues("produce", riffle.ErrorClass(e.Err)).Inc()
 	} else {
-		m.sendRecords.WithLabelValues(l...).Add(float64(e.Records))
-		m.sendBytes.WithLabelValues(l...).Add(float64(e.CompressedBytes))
+		s.sendRecords.Add(float64(e.Records))
+		s.sendBytes.Add(float64(e.CompressedBytes))
 	}
 	if e.CompressedBytes > 0 {
-		m.batchBytes.WithLabelValues(l...).Observe(float64(e.CompressedBytes))
-		m.batchRecords.WithLabelValues(l...).Observe(float64(e.Records))
+		s.batchBytes.Observe(float64(e.CompressedBytes))
+		s.batchRecords.Observe(float64(e.Records))
 		if e.UncompressedBytes > 0 {
-			m.compression.WithLabelValues(l...).Observe(float64(e.CompressedBytes) / float64(e.UncompressedBytes))
+			s.compression.Observe(float64(e.CompressedBytes) / float64(e.UncompressedBytes))
 		}
 	}
-	m.produceLatency.WithLabelValues(l...).Observe(e.Latency.Seconds())
+	s.latency.Observe(e.Latency.Seconds())
 }
 
 // OnFetchBatch implements riffle.FetchBatchHook.
 func (m *Metrics) OnFetchBatch(e riffle.FetchBatchEvent) {
 	if e.Records > 0 {
-		l := m.labels(e.Topic, e.Partition)
-		m.consumedRecords.WithLabelValues(l...).Add(float64(e.Records))
-		m.consumedBytes.WithLabelValues(l...).Add(float64(e.Bytes))
+		s := m.seriesFor(e.Topic, e.Partition)
+		s.consumedRecords.Add(float64(e.Records))
+		s.consumedBytes.Add(float64(e.Bytes))
 	}
 	if e.Err != nil {
 		m.errors.WithLabelValues("fetch", riffle.ErrorClass(e.Err)).Inc()
