@@ -31,21 +31,20 @@
 // PartitionAttributes messaging.destination.partition.id, error.type on
 // failures). The others follow the Java client's names under "riffle.":
 //
-//	riffle.producer.byte_total               By      bytes of acknowledged batches, compressed (byte-total)
-//	riffle.producer.batch.size               By      histogram of batch sizes (batch-size-avg, -max)
-//	riffle.producer.compression.rate         1       histogram of compressed/uncompressed (compression-rate-avg)
-//	riffle.producer.record.latency           s       histogram: a batch's first record buffered → outcome
-//	riffle.producer.buffer.available         By      MaxBufferedBytes - buffered, of watched producers (buffer-available-bytes)
-//	riffle.consumer.bytes_consumed_total     By      (bytes-consumed-total)
-//	riffle.consumer.records.lag              {record} gauge per partition (records-lag)
-//	riffle.consumer.fetch.size               By      histogram of fetch responses (fetch-size-avg)
-//	riffle.consumer.rebalance.total          {rebalance}, riffle.consumer.rebalance.latency s (rebalance-total, rebalance-latency-avg)
-//	riffle.consumer.commit.total             {commit}, riffle.consumer.commit.latency s (commit-total, commit-latency-avg)
-//	riffle.request.total                     {request}, riffle.request.latency s, by riffle.api (request-total, request-latency-avg)
-//	riffle.errors                            {error} by riffle.error.source and error.type (riffle.ErrorClass)
+//   - riffle.producer.byte_total (By): bytes of acknowledged batches, compressed (byte-total)
+//   - riffle.producer.batch.size (By): histogram of batch sizes (batch-size-avg, -max)
+//   - riffle.producer.compression.rate (1): histogram of compressed/uncompressed (compression-rate-avg)
+//   - riffle.producer.record.latency (s): histogram: a batch's first record buffered → outcome
+//   - riffle.producer.buffer.available (By): MaxBufferedBytes - buffered, of watched producers (buffer-available-bytes)
+//   - riffle.consumer.bytes_consumed_total (By): (bytes-consumed-total)
+//   - riffle.consumer.records.lag ({record}): gauge per partition (records-lag)
+//   - riffle.consumer.fetch.size (By): histogram of fetch responses (fetch-size-avg)
+//   - riffle.consumer.rebalance.total ({rebalance}), riffle.consumer.rebalance.latency (s): rebalance-total, rebalance-latency-avg
+//   - riffle.consumer.commit.total ({commit}), riffle.consumer.commit.latency (s): commit-total, commit-latency-avg
+//   - riffle.request.total ({request}), riffle.request.latency (s): by riffle.api (request-total, request-latency-avg)
+//   - riffle.errors ({error}): by riffle.error.source and error.type (riffle.ErrorClass)
 //
-// Client telemetry push (KIP-714) is not implemented here yet: see the
-// README.
+// Client telemetry push (KIP-714) is not implemented yet.
 package otel
 
 import (

@@ -3,9 +3,14 @@
 // A Metrics is both a set of Riffle hooks and a prometheus.Collector:
 // install it on the client with riffle.WithHooks and register it:
 //
-//	m := rprom.New(rprom.ClientID("billing"))
-//	prometheus.MustRegister(m)
-//	cl, err := riffle.NewClient(riffle.SeedBrokers(addrs...), riffle.ClientID("billing"), riffle.WithHooks(m))
+//	m := rprom.New(rprom.ClientID("example"))
+//	reg := prom.NewRegistry()
+//	reg.MustRegister(m)
+//
+//	cl, err := riffle.NewClient(riffle.SeedBrokers(cluster.Addrs()...), riffle.ClientID("example"), riffle.WithHooks(m))
+//
+// (with rprom this package and prom client_golang's prometheus; in a
+// program, serve reg with promhttp.HandlerFor).
 //
 // # Names
 //
@@ -21,41 +26,41 @@
 //
 // Producer (ProduceBatchHook, once per batch; WatchProducer for the buffer):
 //
-//	riffle_producer_record_send_total{topic}           records acknowledged (record-send-total)
-//	riffle_producer_record_error_total{topic}          records that failed (record-error-total)
-//	riffle_producer_byte_total{topic}                  bytes acknowledged, compressed (byte-total)
-//	riffle_producer_batch_size_bytes{topic}            histogram of batch sizes, compressed (batch-size-avg, -max)
-//	riffle_producer_records_per_batch{topic}           histogram (records-per-request-avg, per batch)
-//	riffle_producer_compression_rate{topic}            histogram of compressed/uncompressed (compression-rate-avg)
-//	riffle_producer_record_latency_seconds{topic}      histogram of a batch's first record buffered → outcome
-//	riffle_producer_buffer_total_bytes                 MaxBufferedBytes (buffer-total-bytes)
-//	riffle_producer_buffer_available_bytes             MaxBufferedBytes - buffered (buffer-available-bytes)
-//	riffle_producer_buffered_records                   records waiting for their outcome
+//   - riffle_producer_record_send_total{topic}: records acknowledged (record-send-total)
+//   - riffle_producer_record_error_total{topic}: records that failed (record-error-total)
+//   - riffle_producer_byte_total{topic}: bytes acknowledged, compressed (byte-total)
+//   - riffle_producer_batch_size_bytes{topic}: histogram of batch sizes, compressed (batch-size-avg, -max)
+//   - riffle_producer_records_per_batch{topic}: histogram (records-per-request-avg, per batch)
+//   - riffle_producer_compression_rate{topic}: histogram of compressed/uncompressed (compression-rate-avg)
+//   - riffle_producer_record_latency_seconds{topic}: histogram of a batch's first record buffered → outcome
+//   - riffle_producer_buffer_total_bytes: MaxBufferedBytes (buffer-total-bytes)
+//   - riffle_producer_buffer_available_bytes: MaxBufferedBytes - buffered (buffer-available-bytes)
+//   - riffle_producer_buffered_records: records waiting for their outcome
 //
 // Consumer (FetchBatchHook, RebalanceHook, CommitHook):
 //
-//	riffle_consumer_records_consumed_total{topic}      records fetched for the handler (records-consumed-total)
-//	riffle_consumer_bytes_consumed_total{topic}        their bytes as fetched (bytes-consumed-total)
-//	riffle_consumer_records_lag{topic}                 high watermark - position, summed over the topic's partitions (records-lag)
-//	riffle_consumer_fetch_size_bytes                   histogram of fetch response sizes (fetch-size-avg, -max)
-//	riffle_consumer_rebalance_total{group,protocol}    completed rebalances (rebalance-total)
-//	riffle_consumer_failed_rebalance_total{group}      failed joins (failed-rebalance-total)
-//	riffle_consumer_rebalance_latency_seconds{group}   histogram (rebalance-latency-avg, -max)
-//	riffle_consumer_commit_total{group}                offset commits (commit-total)
-//	riffle_consumer_commit_latency_seconds{group}      histogram (commit-latency-avg, -max)
+//   - riffle_consumer_records_consumed_total{topic}: records fetched for the handler (records-consumed-total)
+//   - riffle_consumer_bytes_consumed_total{topic}: their bytes as fetched (bytes-consumed-total)
+//   - riffle_consumer_records_lag{topic}: high watermark - position, summed over the topic's partitions (records-lag)
+//   - riffle_consumer_fetch_size_bytes: histogram of fetch response sizes (fetch-size-avg, -max)
+//   - riffle_consumer_rebalance_total{group,protocol}: completed rebalances (rebalance-total)
+//   - riffle_consumer_failed_rebalance_total{group}: failed joins (failed-rebalance-total)
+//   - riffle_consumer_rebalance_latency_seconds{group}: histogram (rebalance-latency-avg, -max)
+//   - riffle_consumer_commit_total{group}: offset commits (commit-total)
+//   - riffle_consumer_commit_latency_seconds{group}: histogram (commit-latency-avg, -max)
 //
 // Connections (the Broker* hooks):
 //
-//	riffle_request_total{api}                          requests answered or failed (request-total)
-//	riffle_request_latency_seconds{api}                histogram (request-latency-avg, -max)
-//	riffle_outgoing_byte_total, riffle_incoming_byte_total   (outgoing-byte-total, incoming-byte-total)
-//	riffle_connection_creation_total                   connections opened (connection-creation-total)
-//	riffle_connection_close_total                      connections closed (connection-close-total)
-//	riffle_throttle_time_seconds                       histogram of broker throttles (produce-throttle-time-avg)
+//   - riffle_request_total{api}: requests answered or failed (request-total)
+//   - riffle_request_latency_seconds{api}: histogram (request-latency-avg, -max)
+//   - riffle_outgoing_byte_total, riffle_incoming_byte_total: (outgoing-byte-total, incoming-byte-total)
+//   - riffle_connection_creation_total: connections opened (connection-creation-total)
+//   - riffle_connection_close_total: connections closed (connection-close-total)
+//   - riffle_throttle_time_seconds: histogram of broker throttles (produce-throttle-time-avg)
 //
 // Errors, all sources:
 //
-//	riffle_errors_total{source,class}                  source: produce, fetch, rebalance, commit, request; class: riffle.ErrorClass
+//   - riffle_errors_total{source,class}: source: produce, fetch, rebalance, commit, request; class: riffle.ErrorClass
 //
 // Every metric carries client_id when ClientID is set. The topic-level
 // metrics carry a partition label too with PartitionLabels (off by
