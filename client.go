@@ -23,6 +23,7 @@ type Client struct {
 	log *slog.Logger
 
 	groupMember atomic.Bool // a group consumer uses this client
+	hooks       dataHooks   // data-path hooks (hooks.go)
 }
 
 // NewClient returns a client for the cluster reachable through the seed
@@ -80,7 +81,7 @@ func NewClient(opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{cfg: cfg, cl: cl, log: log}, nil
+	return &Client{cfg: cfg, cl: cl, log: log, hooks: newDataHooks(cfg.hooks)}, nil
 }
 
 // Version is Riffle's version, sent to brokers in ApiVersions (KIP-511).

@@ -119,9 +119,22 @@ func (p *cpart) fetchWant(node int32) (w fetch.Want, epoch uint64, behind, ok bo
 // preferred read replica, KIP-392).
 func (p *cpart) applyFetch(node int32, epoch uint64, offset int64, leaderEpoch int32, res fetch.Partition, recs []Record) (moved, replaced bool) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	moved, replaced, applied, bytes := p.applyFetchLocked(node, epoch, offset, leaderEpoch, res, recs)
+	if !applied || len(p.cs.c.hooks.fetch) == 0 {
+		p.mu.Unlock()
+		return moved, replaced
+	}
+	e := p.fetchEventLocked(res, len(recs), bytes)
+	p.mu.Unlock()
+	p.cs.fetched(e)
+	return moved, replaced
+}
+
+// applyFetchLocked is applyFetch under the partition's lock; it also says
+// whether the result was applied and the size of its records.
+func (p *cpart) applyFetchLocked(node int32, epoch uint64, offset int64, leaderEpoch int32, res fetch.Partition, recs []Record) (moved, replaced, applied bool, bytes int64) {
 	if p.epoch != epoch || p.fetchOffset != offset || p.state != stateFetching {
-		return false, false
+		return false, false, false, 0
 	}
 	if res.Err == nil && leaderEpoch > p.checkedEpoch {
 		// The leader of that epoch served our position: it is
@@ -135,7 +148,6 @@ func (p *cpart) applyFetch(node int32, epoch uint64, offset int64, leaderEpoch i
 		p.hw = res.HighWatermark
 	}
 	if len(recs) > 0 {
-		var bytes int64
 		seg := make([]*Record, len(recs))
 		for i := range recs {
 			seg[i] = &recs[i]
@@ -159,7 +171,7 @@ func (p *cpart) applyFetch(node int32, epoch uint64, offset int64, leaderEpoch i
 		replaced = true
 	}
 	p.scheduleLocked()
-	return moved, replaced
+	return moved, replaced, true, bytes
 }
 
 // replicaUnreachable handles a failed fetch request to node issued under
