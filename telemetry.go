@@ -103,12 +103,13 @@ type telemetry struct {
 	backoff      backoff.Policy
 	closeTimeout time.Duration
 
-	life      *lifecycle.Group
-	runCtx    context.Context // cancelled by close: aborts a regular request
-	cancelRun context.CancelFunc
-	stop      chan struct{} // closed by close
-	connected chan struct{} // closed at the first successful connection
-	connOnce  sync.Once
+	life       *lifecycle.Group
+	runCtx     context.Context // cancelled by close: aborts a regular request
+	cancelRun  context.CancelFunc
+	stop       chan struct{} // closed by close
+	connected  chan struct{} // closed at the first successful connection
+	connOnce   sync.Once
+	subscribed func(TelemetrySubscription) // tests: called when a subscription is taken, or nil
 }
 
 func newTelemetry(cl *cluster.Cluster, rep TelemetryReporter, log *slog.Logger, cfg *clientConfig) *telemetry {
@@ -116,6 +117,7 @@ func newTelemetry(cl *cluster.Cluster, rep TelemetryReporter, log *slog.Logger, 
 		cl: cl, rep: rep, log: log,
 		backoff:      backoff.Policy{Base: max(cfg.retryBackoff.Base, 100*time.Millisecond), Max: 30 * time.Second, Jitter: 0.2},
 		closeTimeout: cfg.requestTimeout,
+		subscribed:   cfg.telemetrySubscribed,
 		life:         lifecycle.New(),
 		stop:         make(chan struct{}),
 		connected:    make(chan struct{}),
@@ -214,6 +216,9 @@ func (t *telemetry) run() {
 				failures = 0
 				sub, instance = s, s.ClientInstanceID
 				wait = firstPushDelay(s.PushInterval, rand.Float64())
+				if t.subscribed != nil {
+					t.subscribed(s.TelemetrySubscription)
+				}
 			case t.runCtx.Err() != nil:
 				return
 			case telemetryPermanent(err):

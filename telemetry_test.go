@@ -82,7 +82,10 @@ func (l *telemetryLog) all() []kmsg.Request {
 // The loop subscribes, pushes the reporter's payload compressed with the
 // broker's first accepted codec at the interval, fetches the subscription
 // again (same instance id) on UNKNOWN_SUBSCRIPTION_ID, and pushes once
-// with Terminating set on Close, as the last request.
+// with Terminating set on Close, as the last request. The requests, in
+// order: subscribe (sub 1, 5 ms), push, push (answered
+// UNKNOWN_SUBSCRIPTION_ID), subscribe (sub 2), push (UNKNOWN again),
+// subscribe (sub 3, one hour), and on Close the terminating push.
 func TestTelemetryPush(t *testing.T) {
 	fake := newFake(t, kfake.NumBrokers(1))
 	instance := [16]byte{7, 1, 4}
@@ -97,6 +100,9 @@ func TestTelemetryPush(t *testing.T) {
 		resp.SubscriptionID = subs.Add(1)
 		resp.AcceptedCompressionTypes = []int8{9, 4, 0} // 9 is unknown: skipped
 		resp.PushIntervalMillis = 5
+		if resp.SubscriptionID == 3 {
+			resp.PushIntervalMillis = 3_600_000 // the loop waits for Close
+		}
 		resp.TelemetryMaxBytes = 1 << 20
 		resp.DeltaTemporality = true
 		resp.RequestedMetrics = []string{"org.apache.kafka.producer."}
@@ -107,14 +113,16 @@ func TestTelemetryPush(t *testing.T) {
 		log.add(kreq)
 		req := kreq.(*kmsg.PushTelemetryRequest)
 		resp := req.ResponseKind().(*kmsg.PushTelemetryResponse)
-		if n := pushes.Add(1); n == 2 || req.SubscriptionID != subs.Load() {
+		if n := pushes.Add(1); n == 2 || n == 3 || req.SubscriptionID != subs.Load() {
 			resp.ErrorCode = kafkaerr.UnknownSubscriptionID
 		}
 		return resp, nil, true
 	})
 
 	rep := &fakeReporter{payload: []byte("otlp metrics data")}
-	cl := newTestClient(t, SeedBrokers(fake.ListenAddrs()...), TelemetryPush(rep))
+	taken := make(chan int32, 10)
+	cl := newTestClient(t, SeedBrokers(fake.ListenAddrs()...), TelemetryPush(rep),
+		func(c *clientConfig) { c.telemetrySubscribed = func(s TelemetrySubscription) { taken <- s.SubscriptionID } })
 	if err := cl.Ping(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -149,9 +157,23 @@ func TestTelemetryPush(t *testing.T) {
 	if p, ok := log.at(t, 4).(*kmsg.PushTelemetryRequest); !ok || p.SubscriptionID != 2 {
 		t.Fatalf("push after re-subscribing: %+v", log.at(t, 4))
 	}
+	if _, ok := log.at(t, 5).(*kmsg.GetTelemetrySubscriptionsRequest); !ok {
+		t.Fatalf("request 5: %+v, want a subscription request", log.at(t, 5))
+	}
+	for id := range taken {
+		if id == 3 {
+			break // the loop holds subscription 3 and waits an hour
+		}
+	}
 
 	cl.Close()
 	all := log.all()
+	if len(all) != 7 {
+		t.Fatalf("%d telemetry requests, want 7", len(all))
+	}
+	if p := all[6].(*kmsg.PushTelemetryRequest); p.SubscriptionID != 3 {
+		t.Errorf("terminating push for subscription %d, want 3", p.SubscriptionID)
+	}
 	var terminating int
 	for _, r := range all {
 		if p, ok := r.(*kmsg.PushTelemetryRequest); ok && p.Terminating {
@@ -165,7 +187,7 @@ func TestTelemetryPush(t *testing.T) {
 	rep.mu.Lock()
 	defer rep.mu.Unlock()
 	lastSub := rep.subs[len(rep.subs)-1]
-	if !lastSub.Terminating || !lastSub.DeltaTemporality || lastSub.PushInterval != 5*time.Millisecond ||
+	if !lastSub.Terminating || !lastSub.DeltaTemporality || lastSub.PushInterval != time.Hour ||
 		!lastSub.Requested("org.apache.kafka.producer.record.send.total") || lastSub.Requested("org.apache.kafka.consumer.x") {
 		t.Errorf("last subscription given to the reporter: %+v", lastSub)
 	}
