@@ -32,22 +32,22 @@ import (
 // same metric ("org.apache.kafka." + the Java group without "-metrics" +
 // the Java name, dots for dashes), and keep their OTel name otherwise:
 //
-//	messaging.client.sent.messages       org.apache.kafka.producer.topic.record.send.total
-//	  (points with error.type)           org.apache.kafka.producer.topic.record.error.total
-//	riffle.producer.byte_total           org.apache.kafka.producer.topic.byte.total
-//	riffle.producer.compression.rate     org.apache.kafka.producer.topic.compression.rate
-//	riffle.producer.batch.size           org.apache.kafka.producer.batch.size
-//	riffle.producer.buffer.available     org.apache.kafka.producer.buffer.available.bytes
-//	messaging.client.consumed.messages   org.apache.kafka.consumer.fetch.manager.records.consumed.total
-//	riffle.consumer.bytes_consumed_total org.apache.kafka.consumer.fetch.manager.bytes.consumed.total
-//	riffle.consumer.records.lag          org.apache.kafka.consumer.fetch.manager.records.lag
-//	riffle.consumer.fetch.size           org.apache.kafka.consumer.fetch.manager.fetch.size
-//	riffle.consumer.rebalance.total      org.apache.kafka.consumer.coordinator.rebalance.total
-//	riffle.consumer.rebalance.latency    org.apache.kafka.consumer.coordinator.rebalance.latency
-//	riffle.consumer.commit.total         org.apache.kafka.consumer.coordinator.commit.total
-//	riffle.consumer.commit.latency       org.apache.kafka.consumer.coordinator.commit.latency
-//	riffle.producer.record.latency, riffle.request.total,
-//	riffle.request.latency, riffle.errors  unchanged
+//   - messaging.client.sent.messages → org.apache.kafka.producer.topic.record.send.total,
+//     its points with error.type → org.apache.kafka.producer.topic.record.error.total
+//   - riffle.producer.byte_total → org.apache.kafka.producer.topic.byte.total
+//   - riffle.producer.compression.rate → org.apache.kafka.producer.topic.compression.rate
+//   - riffle.producer.batch.size → org.apache.kafka.producer.batch.size
+//   - riffle.producer.buffer.available → org.apache.kafka.producer.buffer.available.bytes
+//   - messaging.client.consumed.messages → org.apache.kafka.consumer.fetch.manager.records.consumed.total
+//   - riffle.consumer.bytes_consumed_total → org.apache.kafka.consumer.fetch.manager.bytes.consumed.total
+//   - riffle.consumer.records.lag → org.apache.kafka.consumer.fetch.manager.records.lag
+//   - riffle.consumer.fetch.size → org.apache.kafka.consumer.fetch.manager.fetch.size
+//   - riffle.consumer.rebalance.total → org.apache.kafka.consumer.coordinator.rebalance.total
+//   - riffle.consumer.rebalance.latency → org.apache.kafka.consumer.coordinator.rebalance.latency
+//   - riffle.consumer.commit.total → org.apache.kafka.consumer.coordinator.commit.total
+//   - riffle.consumer.commit.latency → org.apache.kafka.consumer.coordinator.commit.latency
+//   - riffle.producer.record.latency, riffle.request.total, riffle.request.latency
+//     and riffle.errors keep their names
 //
 // Where Java has -avg and -max gauges (batch size, fetch size, latencies)
 // the push carries the histogram under the base name; latencies stay in

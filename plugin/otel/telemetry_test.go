@@ -259,4 +259,3 @@ func TestTelemetryPushThroughBroker(t *testing.T) {
 	}
 	payload(last) // decodes
 }
-
