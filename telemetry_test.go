@@ -122,7 +122,9 @@ func TestTelemetryPush(t *testing.T) {
 	rep := &fakeReporter{payload: []byte("otlp metrics data")}
 	taken := make(chan int32, 10)
 	cl := newTestClient(t, SeedBrokers(fake.ListenAddrs()...), TelemetryPush(rep),
-		func(c *clientConfig) { c.telemetrySubscribed = func(s TelemetrySubscription) { taken <- s.SubscriptionID } })
+		func(c *clientConfig) {
+			c.telemetrySubscribed = func(s TelemetrySubscription) { taken <- s.SubscriptionID }
+		})
 	if err := cl.Ping(context.Background()); err != nil {
 		t.Fatal(err)
 	}
