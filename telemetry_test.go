@@ -212,7 +212,13 @@ func TestTelemetryStops(t *testing.T) {
 	if err := cl.Ping(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	cl.telemetry.life.Wait() // returns once the loop gave up by itself
+	stopped := make(chan struct{})
+	go func() { cl.telemetry.life.Wait(); close(stopped) }() // returns once the loop gave up by itself
+	select {
+	case <-stopped:
+	case <-time.After(30 * time.Second): // only keeps a broken loop from hanging the run
+		t.Fatal("the telemetry loop goes on after UNSUPPORTED_VERSION")
+	}
 	if n := asked.Load(); n != 1 {
 		t.Errorf("%d subscription requests, want 1", n)
 	}
