@@ -23,6 +23,8 @@ type clientConfig struct {
 	clientID            string
 	logger              *slog.Logger
 	hooks               []Hook
+	telemetry           TelemetryReporter
+	telemetrySubscribed func(TelemetrySubscription) // tests only
 	dial                func(ctx context.Context, network, addr string) (net.Conn, error)
 	dialTimeout         time.Duration
 	tls                 *tls.Config

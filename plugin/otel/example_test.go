@@ -8,6 +8,7 @@ import (
 	rotel "github.com/riffle-go/riffle/plugin/otel"
 	"github.com/riffle-go/riffle/rifftest"
 	"go.opentelemetry.io/otel/propagation"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
@@ -58,4 +59,42 @@ func Example() {
 	// Output:
 	// send events producer
 	// process events consumer true
+}
+
+// Push the client's metrics to the brokers (KIP-714 client telemetry):
+// the Telemetry's readers go on the MeterProvider that Metrics records
+// into, and the client pushes what the brokers' subscription asks for.
+func ExampleTelemetry() {
+	cluster, err := rifftest.Start(rifftest.Topic("events", 1))
+	if err != nil {
+		panic(err)
+	}
+	defer cluster.Close()
+
+	tel := rotel.NewTelemetry()
+	mp := sdkmetric.NewMeterProvider(tel.MeterProviderOptions()...)
+	defer mp.Shutdown(context.Background())
+	m, err := rotel.NewMetrics(rotel.WithMeterProvider(mp), rotel.ClientID("svc"))
+	if err != nil {
+		panic(err)
+	}
+	defer m.Close()
+
+	cl, err := riffle.NewClient(riffle.SeedBrokers(cluster.Addrs()...), riffle.ClientID("svc"),
+		riffle.WithHooks(m), riffle.TelemetryPush(tel))
+	if err != nil {
+		panic(err)
+	}
+	defer cl.Close() // pushes a last time, Terminating
+	p, err := riffle.NewProducer(cl)
+	if err != nil {
+		panic(err)
+	}
+	defer p.Close(context.Background())
+	if err := p.ProduceSync(context.Background(), &riffle.Record{Topic: "events", Value: []byte("hello")}); err != nil {
+		panic(err)
+	}
+	fmt.Println(rotel.KafkaMetricName("messaging.client.sent.messages", false))
+	// Output:
+	// org.apache.kafka.producer.topic.record.send.total
 }

@@ -44,7 +44,13 @@
 //   - riffle.request.total ({request}), riffle.request.latency (s): by riffle.api (request-total, request-latency-avg)
 //   - riffle.errors ({error}): by riffle.error.source and error.type (riffle.ErrorClass)
 //
-// Client telemetry push (KIP-714) is not implemented yet.
+// # Client telemetry (KIP-714)
+//
+// Telemetry implements riffle.TelemetryReporter: with its readers on the
+// MeterProvider of Metrics and riffle.TelemetryPush(tel) on the client,
+// the client pushes the metrics the brokers subscribe to as OTLP
+// MetricsData, under the Java client's KIP-714 names (the mapping is in
+// Telemetry's documentation).
 package otel
 
 import (
