@@ -79,6 +79,15 @@ type cpart struct {
 	fetchErr     *PartitionError // stops the partition once buf drains
 	err          *PartitionError
 	idleCh       chan struct{} // closed when a revoked partition stops running
+
+	// The records of the chunk a runner took from buf that it has not
+	// handed to the handler (or the sink) yet, and their size: they are
+	// still buffered for Stats. Without them, between the take and the
+	// hand-over, Stats showed nothing buffered and Position == Processed
+	// while fetchOffset was already past the chunk, as if every record
+	// fetched had been handled.
+	inHand      int
+	inHandBytes int64
 }
 
 func newCPart(cs *Consumer, a Assignment) *cpart {
@@ -310,7 +319,7 @@ func (p *cpart) stats() PartitionStats {
 	defer p.mu.Unlock()
 	st := PartitionStats{
 		TopicPartition: p.tp, Position: p.position, Processed: p.processed, HighWatermark: p.hw,
-		BufferedRecords: p.buf.len(), BufferedBytes: p.buf.bytes, Paused: p.paused, Leader: p.leader,
+		BufferedRecords: p.buf.len() + p.inHand, BufferedBytes: p.buf.bytes + p.inHandBytes, Paused: p.paused, Leader: p.leader,
 		ReadReplica: -1,
 	}
 	if n, ok := p.replica.Node(); ok && p.fetcher == n {
