@@ -132,8 +132,11 @@ type pendingRecord struct {
 
 // pbatch is the payload of a sealed batch in the sequence state machine.
 type pbatch struct {
-	enc       *batch.Encoded
-	recs      []pendingRecord
+	enc  *batch.Encoded
+	recs []pendingRecord
+	// part takes recs back for its next batch once the callbacks ran
+	// (nil: recs is left to the GC).
+	part      *partState
 	created   time.Time
 	done      atomic.Bool // callbacks fired
 	sealErr   error
@@ -305,12 +308,17 @@ var errTxnFailed = errors.New("the transaction failed")
 // closes (a commit stops waiting for records once its transaction failed).
 func (p *Producer) flushUntil(ctx context.Context, stop <-chan struct{}) error {
 	mark := p.buf.flushMark()
+	var ready []readyPart
 	for {
+		ready = ready[:0]
 		for _, ts := range *p.topics.Load() {
 			for _, part := range ts.partitions() {
-				part.flush()
+				if to := part.flush(); to != nil {
+					ready = append(ready, readyPart{to, part})
+				}
 			}
 		}
+		addReady(ready)
 		ch, pending := p.buf.pendingBefore(mark)
 		if !pending {
 			return nil
@@ -556,5 +564,8 @@ func (p *Producer) finish(b *pbatch, topic string, partition int32, baseOffset i
 	}
 	for _, pr := range b.recs {
 		pr.fn(pr.rec, err)
+	}
+	if b.part != nil {
+		b.part.recycle(b.recs)
 	}
 }
