@@ -184,12 +184,13 @@ func (s *partState) sealHeldLocked() (bad *pbatch, sealed bool) {
 		// so it cannot happen): fail it rather than loop.
 		k = 1
 	}
-	// The next batch likely holds as many records: size its slice once,
-	// or take a finished batch's if it is large enough.
-	if cap(s.spare) >= len(recs) {
+	// The next batch takes a finished batch's slice (see recycle), or
+	// one sized for about as many records as this one, with room for
+	// some more: batch sizes vary, and a slice that grows is copied.
+	if s.spare != nil {
 		s.open, s.spare = s.spare, nil
 	} else {
-		s.open = make([]pendingRecord, 0, len(recs))
+		s.open = make([]pendingRecord, 0, len(recs)+len(recs)/4)
 	}
 	s.openBytes = 0
 	if k < len(recs) {
@@ -201,7 +202,7 @@ func (s *partState) sealHeldLocked() (bad *pbatch, sealed bool) {
 		}
 		s.due = true
 	}
-	recs = recs[:k:k]
+	recs = recs[:k] // its capacity goes back to the partition with it
 	b := &pbatch{recs: recs, created: s.openSince, part: s}
 	if s.bld.NumRecords() == 0 {
 		b.sealErr = fmt.Errorf("%s[%d]: %w", s.topic.name, s.id, ErrRecordTooLarge)
@@ -230,10 +231,11 @@ func (s *partState) sealHeldLocked() (bad *pbatch, sealed bool) {
 // clearing) its own. It keeps the larger of recs and the spare it has;
 // one spare per partition, dropped when the partition fails.
 func (s *partState) recycle(recs []pendingRecord) {
-	clear(recs) // the records and callbacks may be collected
+	recs = recs[:0]
+	clear(recs[:cap(recs)]) // the records and callbacks may be collected
 	s.mu.Lock()
 	if s.failed == nil && cap(recs) > cap(s.spare) {
-		s.spare = recs[:0]
+		s.spare = recs
 	}
 	s.mu.Unlock()
 }
