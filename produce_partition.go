@@ -169,7 +169,7 @@ func (s *partState) sealHeldLocked() (bad *pbatch, sealed bool) {
 	}
 	s.due = false
 	if s.bld == nil {
-		s.bld = batch.NewBuilder(batch.BuilderOptions{MaxBytes: s.topic.maxBatch})
+		s.bld = batch.NewBuilder(batch.BuilderOptions{MaxBytes: s.topic.maxBatch, Transactional: s.p.txn != nil})
 	}
 	recs := s.open
 	k := 0
@@ -214,9 +214,6 @@ func (s *partState) sealHeldLocked() (bad *pbatch, sealed bool) {
 		// Compression failed: nothing was sent, fail the records.
 		b.sealErr = fmt.Errorf("%s[%d]: compressing batch: %w", s.topic.name, s.id, err)
 		return b, false
-	}
-	if s.p.txn != nil {
-		enc.SetTransactional(true)
 	}
 	b.enc = enc
 	b.wireBytes = len(enc.Bytes())
