@@ -126,7 +126,7 @@ type pendingRecord struct {
 	rec   *Record
 	fn    func(*Record, error)
 	size  int
-	bound int       // upper bound of its encoded size (batch.RecordSizeBound)
+	bound int       // upper bound of its encoded size (batch.RecordSizeBound, from batch.Sizes)
 	gen   *flushGen // counts the record until its outcome
 }
 
@@ -200,7 +200,7 @@ func (p *Producer) produce(ctx context.Context, rec *Record, fn func(*Record, er
 		rec.Timestamp = time.Now()
 	}
 	br := toBatchRecord(rec)
-	encSize := batch.EncodedSize(&br)
+	encSize, bound := batch.Sizes(&br)
 	if encSize > p.cfg.maxBatchBytes {
 		p.failAdmitted(rec, fn, fmt.Errorf("topic %s: %w: %d bytes encoded (MaxBatchBytes %d)", rec.Topic, ErrRecordTooLarge, encSize, p.cfg.maxBatchBytes))
 		return
@@ -234,7 +234,7 @@ func (p *Producer) produce(ctx context.Context, rec *Record, fn func(*Record, er
 		p.failAdmitted(rec, fn, err)
 		return
 	}
-	part.append(pendingRecord{rec: rec, fn: fn, size: size, bound: batch.RecordSizeBound(&br), gen: gen}, sync)
+	part.append(pendingRecord{rec: rec, fn: fn, size: size, bound: bound, gen: gen}, sync)
 }
 
 // ProduceSync produces recs and waits for all of them; it does not wait for

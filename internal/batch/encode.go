@@ -103,6 +103,23 @@ func RecordSizeBound(rec *Record) int {
 	return varintSize(int32(body)) + body
 }
 
+// Sizes returns EncodedSize(rec) and RecordSizeBound(rec) from one pass
+// over rec's fields (a producer needs both for every record).
+func Sizes(rec *Record) (encoded, bound int) {
+	body, ok := recordBodySize(rec, 0, 0)
+	if !ok {
+		return math.MaxInt, math.MaxInt
+	}
+	encoded = headerSize + varintSize(int32(body)) + body
+	// The longest deltas take 10 (varlong) and 5 (varint) bytes where
+	// zero deltas take one each.
+	long := body + varlongSize(math.MinInt64) - varlongSize(0) + varintSize(math.MinInt32) - varintSize(0)
+	if long > math.MaxInt32-headerSize-5 {
+		return encoded, math.MaxInt
+	}
+	return encoded, varintSize(int32(long)) + long
+}
+
 // CheckSize returns an error wrapping ErrRecordTooLarge if rec cannot fit in
 // a batch limited to maxBatchBytes (zero means no limit), so a producer can
 // fail such a record at once instead of retrying it forever.
