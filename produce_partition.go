@@ -36,6 +36,9 @@ type partState struct {
 	backoff   time.Time // no sends before this
 	wakeTimer *time.Timer
 	failed    error // set by failAll; later appends fail at once
+	// spare is the record slice of a finished batch, empty, for the
+	// next batch to start with (see recycle).
+	spare []pendingRecord
 }
 
 func newPartState(p *Producer, t *topicState, id int32) *partState {
@@ -115,12 +118,23 @@ func (s *partState) sealDueLocked() *pbatch {
 	return s.sealLocked()
 }
 
-// flush seals the open batch now.
-func (s *partState) flush() {
+// flush seals the open batch now. Rather than waking the sender, it
+// returns the sink the partition's batches go to, if it sealed one and
+// the partition can send now: the caller hands every flushed partition
+// to its sink at once (addReady), so one request carries them all instead
+// of the sender taking the first ones sealed alone.
+func (s *partState) flush() *sink {
 	s.mu.Lock()
-	bad := s.sealLocked()
+	bad, sealed := s.sealHeldLocked()
+	var to *sink
+	if sealed {
+		to = s.wakeTargetLocked()
+	}
 	s.mu.Unlock()
-	s.failBad([]*pbatch{bad})
+	if bad != nil {
+		s.failBad([]*pbatch{bad})
+	}
+	return to
 }
 
 // failBad fails batches whose sealing failed, outside the lock (callbacks
@@ -137,15 +151,25 @@ func (s *partState) failBad(bad []*pbatch) {
 // machine and wakes the sender of the partition's leader. It returns the
 // batch if sealing failed (the caller fails it after unlocking).
 func (s *partState) sealLocked() *pbatch {
+	bad, sealed := s.sealHeldLocked()
+	if sealed {
+		s.wakeLocked()
+	}
+	return bad
+}
+
+// sealHeldLocked is sealLocked without waking the sender; sealed reports
+// whether it queued a batch.
+func (s *partState) sealHeldLocked() (bad *pbatch, sealed bool) {
 	if len(s.open) == 0 {
-		return nil
+		return nil, false
 	}
 	if s.linger != nil {
 		s.linger.Stop()
 	}
 	s.due = false
 	if s.bld == nil {
-		s.bld = batch.NewBuilder(batch.BuilderOptions{MaxBytes: s.topic.maxBatch})
+		s.bld = batch.NewBuilder(batch.BuilderOptions{MaxBytes: s.topic.maxBatch, Transactional: s.p.txn != nil})
 	}
 	recs := s.open
 	k := 0
@@ -160,8 +184,14 @@ func (s *partState) sealLocked() *pbatch {
 		// so it cannot happen): fail it rather than loop.
 		k = 1
 	}
-	// The next batch likely holds as many records: size its slice once.
-	s.open = make([]pendingRecord, 0, len(recs))
+	// The next batch takes a finished batch's slice (see recycle), or
+	// one sized for about as many records as this one, with room for
+	// some more: batch sizes vary, and a slice that grows is copied.
+	if s.spare != nil {
+		s.open, s.spare = s.spare, nil
+	} else {
+		s.open = make([]pendingRecord, 0, len(recs)+len(recs)/4)
+	}
 	s.openBytes = 0
 	if k < len(recs) {
 		// What did not fit starts the next batch, due at once.
@@ -172,28 +202,39 @@ func (s *partState) sealLocked() *pbatch {
 		}
 		s.due = true
 	}
-	recs = recs[:k:k]
-	b := &pbatch{recs: recs, created: s.openSince}
+	recs = recs[:k] // its capacity goes back to the partition with it
+	b := &pbatch{recs: recs, created: s.openSince, part: s}
 	if s.bld.NumRecords() == 0 {
 		b.sealErr = fmt.Errorf("%s[%d]: %w", s.topic.name, s.id, ErrRecordTooLarge)
-		return b
+		return b, false
 	}
 	enc, err := s.bld.Finish(batch.Codec(s.p.cfg.compression))
 	s.bld.Reset()
 	if err != nil {
 		// Compression failed: nothing was sent, fail the records.
 		b.sealErr = fmt.Errorf("%s[%d]: compressing batch: %w", s.topic.name, s.id, err)
-		return b
-	}
-	if s.p.txn != nil {
-		enc.SetTransactional(true)
+		return b, false
 	}
 	b.enc = enc
 	b.wireBytes = len(enc.Bytes())
 	b.rawBytes = enc.UncompressedSize()
 	s.seq.Add(&producer.Batch{Records: int32(len(recs)), Payload: b})
-	s.wakeLocked()
-	return nil
+	return nil, true
+}
+
+// recycle keeps recs, the record slice of a batch whose callbacks ran,
+// for a later batch of the partition: under steady load each batch takes
+// the slice of one finished before it instead of allocating (and
+// clearing) its own. It keeps the larger of recs and the spare it has;
+// one spare per partition, dropped when the partition fails.
+func (s *partState) recycle(recs []pendingRecord) {
+	recs = recs[:0]
+	clear(recs[:cap(recs)]) // the records and callbacks may be collected
+	s.mu.Lock()
+	if s.failed == nil && cap(recs) > cap(s.spare) {
+		s.spare = recs
+	}
+	s.mu.Unlock()
 }
 
 // leader returns the partition's leader from the current metadata, or -1.
@@ -212,20 +253,30 @@ func (s *partState) leader() int32 {
 // wakeLocked hands the partition to the sender of its leader if it has
 // something to send; with no leader it asks for metadata and retries.
 func (s *partState) wakeLocked() {
+	if to := s.wakeTargetLocked(); to != nil {
+		to.add(s)
+	}
+}
+
+// wakeTargetLocked returns the sink of the partition's leader if the
+// partition has something to send now (wakeLocked without the waking);
+// with no leader, or backing off, it schedules a later wake and returns
+// nil.
+func (s *partState) wakeTargetLocked() *sink {
 	if !s.seq.HasSendable() || s.p.ctx.Err() != nil {
-		return
+		return nil
 	}
 	if wait := time.Until(s.backoff); wait > 0 {
 		s.scheduleWakeLocked(wait)
-		return
+		return nil
 	}
 	leader := s.leader()
 	if leader < 0 {
 		s.p.cl.TriggerMetadata()
 		s.scheduleWakeLocked(s.p.c.cfg.retryBackoff.Base)
-		return
+		return nil
 	}
-	s.p.sinkFor(leader).add(s)
+	return s.p.sinkFor(leader)
 }
 
 func (s *partState) scheduleWakeLocked(d time.Duration) {
@@ -261,7 +312,7 @@ func (s *partState) failAll(ctxErr error) {
 	}
 	s.failed = cause
 	open := s.open
-	s.open = nil
+	s.open, s.spare = nil, nil
 	batches := s.seq.TakeAll()
 	s.mu.Unlock()
 	if len(open) > 0 {

@@ -76,6 +76,35 @@ func (s *sink) add(part *partState) {
 	}
 }
 
+// readyPart is a partition to hand to a sink (see partState.flush).
+type readyPart struct {
+	sink *sink
+	part *partState
+}
+
+// addReady hands every partition of ps to its sink, each sink's at once:
+// its sender, woken once, takes them all into one request. It clears ps.
+func addReady(ps []readyPart) {
+	for i := range ps {
+		s := ps[i].sink
+		if s == nil {
+			continue
+		}
+		s.mu.Lock()
+		for j := i; j < len(ps); j++ {
+			if ps[j].sink == s {
+				s.ready[ps[j].part] = struct{}{}
+				ps[j] = readyPart{}
+			}
+		}
+		s.mu.Unlock()
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
 func (s *sink) loop() {
 	defer close(s.inflight)
 	for {

@@ -126,14 +126,17 @@ type pendingRecord struct {
 	rec   *Record
 	fn    func(*Record, error)
 	size  int
-	bound int       // upper bound of its encoded size (batch.RecordSizeBound)
+	bound int       // upper bound of its encoded size (batch.RecordSizeBound, from batch.Sizes)
 	gen   *flushGen // counts the record until its outcome
 }
 
 // pbatch is the payload of a sealed batch in the sequence state machine.
 type pbatch struct {
-	enc       *batch.Encoded
-	recs      []pendingRecord
+	enc  *batch.Encoded
+	recs []pendingRecord
+	// part takes recs back for its next batch once the callbacks ran
+	// (nil: recs is left to the GC).
+	part      *partState
 	created   time.Time
 	done      atomic.Bool // callbacks fired
 	sealErr   error
@@ -197,7 +200,7 @@ func (p *Producer) produce(ctx context.Context, rec *Record, fn func(*Record, er
 		rec.Timestamp = time.Now()
 	}
 	br := toBatchRecord(rec)
-	encSize := batch.EncodedSize(&br)
+	encSize, bound := batch.Sizes(&br)
 	if encSize > p.cfg.maxBatchBytes {
 		p.failAdmitted(rec, fn, fmt.Errorf("topic %s: %w: %d bytes encoded (MaxBatchBytes %d)", rec.Topic, ErrRecordTooLarge, encSize, p.cfg.maxBatchBytes))
 		return
@@ -231,7 +234,7 @@ func (p *Producer) produce(ctx context.Context, rec *Record, fn func(*Record, er
 		p.failAdmitted(rec, fn, err)
 		return
 	}
-	part.append(pendingRecord{rec: rec, fn: fn, size: size, bound: batch.RecordSizeBound(&br), gen: gen}, sync)
+	part.append(pendingRecord{rec: rec, fn: fn, size: size, bound: bound, gen: gen}, sync)
 }
 
 // ProduceSync produces recs and waits for all of them; it does not wait for
@@ -305,12 +308,17 @@ var errTxnFailed = errors.New("the transaction failed")
 // closes (a commit stops waiting for records once its transaction failed).
 func (p *Producer) flushUntil(ctx context.Context, stop <-chan struct{}) error {
 	mark := p.buf.flushMark()
+	var ready []readyPart
 	for {
+		ready = ready[:0]
 		for _, ts := range *p.topics.Load() {
 			for _, part := range ts.partitions() {
-				part.flush()
+				if to := part.flush(); to != nil {
+					ready = append(ready, readyPart{to, part})
+				}
 			}
 		}
+		addReady(ready)
 		ch, pending := p.buf.pendingBefore(mark)
 		if !pending {
 			return nil
@@ -556,5 +564,8 @@ func (p *Producer) finish(b *pbatch, topic string, partition int32, baseOffset i
 	}
 	for _, pr := range b.recs {
 		pr.fn(pr.rec, err)
+	}
+	if b.part != nil {
+		b.part.recycle(b.recs)
 	}
 }

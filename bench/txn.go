@@ -615,7 +615,9 @@ func runTxn(ctx context.Context, args []string) error {
 	only := fs.String("clients", "", "comma-separated clients to run (riffle, franz-go; default both); riffle is always run")
 	timeout := fs.Duration("timeout", 2*time.Minute, "give up on one client run after this long")
 	verbose := fs.Bool("v", false, "print every run as it ends (to stderr)")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of riffle's runs (only) to this file (file, file.2, ... per run)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the profiled client's runs (-profile) to this file (file, file.2, ... per run)")
+	memProfile := fs.String("memprofile", "", "write allocation profiles taken before the profiled client's first run and after each of its runs to this file.base and this file (read with pprof -diff_base; run that client alone)")
+	profClient := fs.String("profile", "riffle", "the client whose runs -cpuprofile and -memprofile profile")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -716,7 +718,7 @@ func runTxn(ctx context.Context, args []string) error {
 				run++
 				spec.addr = srv.addr
 				spec.txnID = fmt.Sprintf("txn-bench-%s-%d", c.name, run)
-				res := txnOnce(ctx, profiled(c.name, *cpuProfile, c.produce), spec, *partitions, srv.cmd.Process.Pid, *timeout)
+				res := txnOnce(ctx, profiled(c.name == *profClient, *cpuProfile, *memProfile, c.produce), spec, *partitions, srv.cmd.Process.Pid, *timeout)
 				if _, err := srv.stop(); err != nil {
 					fmt.Fprintf(os.Stderr, "txn: stopping the broker: %v\n", err)
 				}
@@ -765,7 +767,7 @@ func runTxn(ctx context.Context, args []string) error {
 				if err := adminTopic(ctx, pl.addr, spec.topic, *partitions, true); err != nil {
 					return err
 				}
-				res := txnOnce(ctx, profiled(c.name, *cpuProfile, c.ctp), spec, *partitions, pl.srv.cmd.Process.Pid, *timeout)
+				res := txnOnce(ctx, profiled(c.name == *profClient, *cpuProfile, *memProfile, c.ctp), spec, *partitions, pl.srv.cmd.Process.Pid, *timeout)
 				if err := adminTopic(ctx, pl.addr, spec.topic, 0, false); err != nil {
 					fmt.Fprintf(os.Stderr, "txn: %v\n", err)
 				}
@@ -853,13 +855,34 @@ func adminTopic(ctx context.Context, addr, topic string, partitions int, create 
 	return nil
 }
 
-// profiled wraps riffle's run in a CPU profile when path is set.
-func profiled(client, path string, run func(ctx context.Context, spec txnSpec, c *txnCounts, notes *noteSet) error) func(ctx context.Context, spec txnSpec, c *txnCounts, notes *noteSet) error {
-	if path == "" || client != "riffle" {
+// profiled wraps the profiled client's run (prof) in a CPU profile when
+// path is set, and in allocation profiles when memPath is set:
+// memPath.base is taken before the client's first run, memPath after
+// each of its runs, so memPath minus memPath.base covers its runs, and
+// those of any other client run in between (-clients to run it alone).
+// The heap profiles' GC counts in the run's CPU.
+func profiled(prof bool, path, memPath string, run func(ctx context.Context, spec txnSpec, c *txnCounts, notes *noteSet) error) func(ctx context.Context, spec txnSpec, c *txnCounts, notes *noteSet) error {
+	if (path == "" && memPath == "") || !prof {
 		return run
 	}
 	return func(ctx context.Context, spec txnSpec, c *txnCounts, notes *noteSet) error {
+		if memPath != "" && !memProfileBase {
+			memProfileBase = true
+			if err := writeHeapProfile(memPath + ".base"); err != nil {
+				fmt.Fprintf(os.Stderr, "memprofile: %v\n", err)
+			}
+		}
+		if memPath != "" {
+			defer func() {
+				if err := writeHeapProfile(memPath); err != nil {
+					fmt.Fprintf(os.Stderr, "memprofile: %v\n", err)
+				}
+			}()
+		}
 		defer profiling(path)()
 		return run(ctx, spec, c, notes)
 	}
 }
+
+// memProfileBase: profiled wrote the base allocation profile.
+var memProfileBase bool

@@ -41,6 +41,9 @@ type BuilderOptions struct {
 	// allocated with; later batches use the size of the previous one.
 	// Zero picks a small default.
 	InitialCapacity int
+	// Transactional sets the transactional attribute of the batches it
+	// finishes (as SetTransactional does, without a second CRC pass).
+	Transactional bool
 }
 
 // Builder accumulates the records of one batch for one partition, encoding
@@ -56,11 +59,15 @@ type Builder struct {
 	firstTS int64
 	maxTS   int64
 	capHint int
+	attrs   uint16 // attributes besides the codec (BuilderOptions.Transactional)
 }
 
 // NewBuilder returns an empty Builder.
 func NewBuilder(opts BuilderOptions) *Builder {
 	b := &Builder{max: opts.MaxBytes, capHint: opts.InitialCapacity}
+	if opts.Transactional {
+		b.attrs = attrTransactional
+	}
 	if b.capHint <= 0 {
 		b.capHint = 16 << 10
 	}
@@ -94,6 +101,23 @@ func RecordSizeBound(rec *Record) int {
 		return math.MaxInt
 	}
 	return varintSize(int32(body)) + body
+}
+
+// Sizes returns EncodedSize(rec) and RecordSizeBound(rec) from one pass
+// over rec's fields (a producer needs both for every record).
+func Sizes(rec *Record) (encoded, bound int) {
+	body, ok := recordBodySize(rec, 0, 0)
+	if !ok {
+		return math.MaxInt, math.MaxInt
+	}
+	encoded = headerSize + varintSize(int32(body)) + body
+	// The longest deltas take 10 (varlong) and 5 (varint) bytes where
+	// zero deltas take one each.
+	long := body + varlongSize(math.MinInt64) - varlongSize(0) + varintSize(math.MinInt32) - varintSize(0)
+	if long > math.MaxInt32-headerSize-5 {
+		return encoded, math.MaxInt
+	}
+	return encoded, varintSize(int32(long)) + long
 }
 
 // CheckSize returns an error wrapping ErrRecordTooLarge if rec cannot fit in
@@ -258,7 +282,7 @@ func (b *Builder) Finish(codec Codec) (*Encoded, error) {
 	be.PutUint32(out[offLength:], uint32(len(out)-lengthOverhead))
 	be.PutUint32(out[offLeaderEpoch:], math.MaxUint32) // -1
 	out[offMagic] = 2
-	be.PutUint16(out[offAttributes:], uint16(codec))
+	be.PutUint16(out[offAttributes:], uint16(codec)|b.attrs)
 	be.PutUint32(out[offLastOffsetDelta:], uint32(b.n-1))
 	be.PutUint64(out[offBaseTimestamp:], uint64(b.firstTS))
 	be.PutUint64(out[offMaxTimestamp:], uint64(b.maxTS))

@@ -188,6 +188,22 @@ func TestEncodeMatchesKmsg(t *testing.T) {
 			if want := kmsgBatch(rb); !bytes.Equal(e.Bytes(), want) {
 				t.Fatal("batch after SetProducer/SetTransactional differs from kmsg's")
 			}
+
+			// A Builder with Transactional sets the attribute itself.
+			b := NewBuilder(BuilderOptions{Transactional: true})
+			for i := range recs {
+				if !b.Add(&recs[i]) {
+					t.Fatal("Add refused a record")
+				}
+			}
+			te, err := b.Finish(CodecNone)
+			if err != nil {
+				t.Fatal(err)
+			}
+			te.SetProducer(1<<40, 12, 77)
+			if !bytes.Equal(te.Bytes(), e.Bytes()) {
+				t.Fatal("batch of a Transactional Builder differs from one after SetTransactional")
+			}
 		})
 	}
 }

@@ -333,5 +333,21 @@ func TestRecordSizeBound(t *testing.T) {
 		if got, bound := b.Size()-before, RecordSizeBound(&rec); got > bound {
 			t.Fatalf("record took %d bytes, bound %d", got, bound)
 		}
+		if enc, bound := Sizes(&rec); enc != EncodedSize(&rec) || bound != RecordSizeBound(&rec) {
+			t.Fatalf("Sizes = %d, %d; EncodedSize %d, RecordSizeBound %d", enc, bound, EncodedSize(&rec), RecordSizeBound(&rec))
+		}
+	}
+}
+
+// Sizes agrees with EncodedSize and RecordSizeBound where the varints'
+// lengths change.
+func TestSizesEdges(t *testing.T) {
+	big := make([]byte, 1<<21)
+	for _, n := range []int{0, 1, 50, 51, 52, 63, 64, 65, 100, 8176, 8177, 8178, 8179, 8191, 8192, 1<<20 - 8, 1 << 20, 1 << 21} {
+		for _, rec := range []Record{{Value: big[:n]}, {Key: big[:n]}, {Value: big[:n], Headers: []Header{{Key: "k", Value: big[:n/2]}}}} {
+			if enc, bound := Sizes(&rec); enc != EncodedSize(&rec) || bound != RecordSizeBound(&rec) {
+				t.Fatalf("%d bytes: Sizes = %d, %d; EncodedSize %d, RecordSizeBound %d", n, enc, bound, EncodedSize(&rec), RecordSizeBound(&rec))
+			}
+		}
 	}
 }
