@@ -535,11 +535,20 @@ func (sc *ShareConsumer) Close(ctx context.Context) error {
 }
 
 // shareQueue is the records waiting for a handler, across brokers.
+//
+// A push wakes only as many runners as there are records no woken runner
+// will take: waiting counts the runners blocked in pop that no Signal has
+// been issued for, wakes the Signals issued whose runner has not returned
+// from Wait yet. A runner waits only while the queue is empty, so a
+// record never waits while a runner sleeps unsignaled.
 type shareQueue struct {
-	mu     sync.Mutex
-	cond   *sync.Cond
-	recs   []*Record
-	closed bool
+	mu      sync.Mutex
+	cond    *sync.Cond
+	recs    []*Record
+	head    int // recs[head:] wait
+	waiting int
+	wakes   int
+	closed  bool
 }
 
 func (q *shareQueue) init() { q.cond = sync.NewCond(&q.mu) }
@@ -551,12 +560,22 @@ func (q *shareQueue) push(rs []*Record) bool {
 		q.mu.Unlock()
 		return false
 	}
+	if q.head == len(q.recs) {
+		q.recs, q.head = q.recs[:0], 0
+	} else if q.head > len(q.recs)/2 && len(q.recs)+len(rs) > cap(q.recs) {
+		n := copy(q.recs, q.recs[q.head:])
+		clear(q.recs[n:])
+		q.recs, q.head = q.recs[:n], 0
+	}
 	q.recs = append(q.recs, rs...)
+	wake := min(len(q.recs)-q.head-q.wakes, q.waiting)
+	if wake > 0 {
+		q.waiting -= wake
+		q.wakes += wake
+	}
 	q.mu.Unlock()
-	if len(rs) == 1 {
+	for range wake {
 		q.cond.Signal()
-	} else {
-		q.cond.Broadcast()
 	}
 	return true
 }
@@ -565,23 +584,27 @@ func (q *shareQueue) push(rs []*Record) bool {
 func (q *shareQueue) pop() *Record {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for len(q.recs) == 0 && !q.closed {
+	for q.head == len(q.recs) && !q.closed {
+		q.waiting++
 		q.cond.Wait()
+		if q.wakes > 0 {
+			q.wakes--
+		}
 	}
 	if q.closed {
 		return nil
 	}
-	r := q.recs[0]
-	q.recs[0] = nil
-	q.recs = q.recs[1:]
+	r := q.recs[q.head]
+	q.recs[q.head] = nil
+	q.head++
 	return r
 }
 
 // close wakes every runner and returns what was still queued.
 func (q *shareQueue) close() []*Record {
 	q.mu.Lock()
-	rs := q.recs
-	q.recs, q.closed = nil, true
+	rs := q.recs[q.head:]
+	q.recs, q.head, q.closed = nil, 0, true
 	q.mu.Unlock()
 	q.cond.Broadcast()
 	return rs

@@ -50,6 +50,7 @@ type shareFetcher struct {
 	renewOK   atomic.Int32 // 0 unknown, 1 yes, -1 no
 	warnedOld bool
 	taken     int        // records the last fetch queued (loop only)
+	offs      []int64    // take's buffer of a batch's offsets (loop only)
 	pinned    *conn.Conn // the connection kept from the idle reaper (loop only)
 }
 
@@ -591,8 +592,17 @@ func (f *shareFetcher) fetch(ctx context.Context, owned []shareTP, room int, wai
 func (f *shareFetcher) take(resp *kmsg.ShareFetchResponse, names map[[16]byte]string, sent time.Time) {
 	sc := f.sc
 	deadline := sent.Add(f.lock())
-	var out []*Record
-	var outTP []share.TP
+	var slab recordSlab
+	slab.chunk = acquiredCount(resp)
+	out := make([]*Record, 0, slab.chunk)
+	// The records of each partition in out: out[prev end:end] are tp's.
+	type seg struct {
+		tp  share.TP
+		end int
+	}
+	var segs []seg
+	offs := f.offs[:0]
+	defer func() { f.offs = offs[:0] }()
 	opts := batch.DecodeOptions{SkipCRC: !sc.cfg.checkCRC, MaxDecompressedSize: sc.cfg.maxDecompressed}
 	for ti := range resp.Topics {
 		rt := &resp.Topics[ti]
@@ -635,38 +645,45 @@ func (f *shareFetcher) take(resp *kmsg.ShareFetchResponse, names map[[16]byte]st
 					gaps = append(gaps, acqRelease(acq, b.BaseOffset, b.LastOffset)...)
 					continue
 				}
-				var offs []int64
+				offs = offs[:0]
 				if !b.Control {
 					start := len(out)
+					markBuf, markN := slab.mark()
 					_, derr := b.EachRecord(func(br batch.Record) {
 						d, ok := acq.Lookup(br.Offset)
 						if !ok {
 							return
 						}
-						r := &Record{
-							Topic: topic, Partition: rp.Partition, LeaderEpoch: b.PartitionLeaderEpoch,
-							Key: br.Key, Value: br.Value, Headers: headersFromBatch(br.Headers),
-							Timestamp: time.UnixMilli(br.Timestamp), Offset: br.Offset, DeliveryCount: d,
-						}
+						// Field by field: a struct copy into the slab
+						// would run the GC's bulk write barrier.
+						r := slab.next()
+						r.Topic, r.Partition, r.LeaderEpoch = topic, rp.Partition, b.PartitionLeaderEpoch
+						r.Key, r.Value, r.Headers = br.Key, br.Value, headersFromBatch(br.Headers)
+						r.Timestamp, r.Offset, r.DeliveryCount = time.UnixMilli(br.Timestamp), br.Offset, d
 						out = append(out, r)
-						outTP = append(outTP, tp)
 						offs = append(offs, br.Offset)
 					})
 					if derr != nil {
 						clear(out[start:])
-						out, outTP = out[:start], outTP[:start]
-						offs = nil
+						out = out[:start]
+						slab.reset(markBuf, markN)
+						offs = offs[:0]
 						gaps = append(gaps, acqRelease(acq, b.BaseOffset, b.LastOffset)...)
 						continue
 					}
 				}
 				gaps = append(gaps, acq.Gaps(b.BaseOffset, b.LastOffset, offs)...)
 			}
-			f.mu.Lock()
-			for _, g := range gaps {
-				f.acks.AddRange(tp, g.First, g.Last, g.Type)
+			if n := len(segs); len(out) > 0 && (n == 0 || segs[n-1].end < len(out)) {
+				segs = append(segs, seg{tp, len(out)})
 			}
-			f.mu.Unlock()
+			if len(gaps) > 0 {
+				f.mu.Lock()
+				for _, g := range gaps {
+					f.acks.AddRange(tp, g.First, g.Last, g.Type)
+				}
+				f.mu.Unlock()
+			}
 		}
 	}
 	if len(out) == 0 {
@@ -674,19 +691,70 @@ func (f *shareFetcher) take(resp *kmsg.ShareFetchResponse, names map[[16]byte]st
 	}
 	f.taken = len(out)
 	sc.busy.Add(int64(len(out)))
+	redelivered := 0
 	f.mu.Lock()
-	for i, r := range out {
-		r.share = shareRef{f: f, key: f.tr.Acquire(outTP[i], r.Offset, deadline)}
-		if r.DeliveryCount > 1 {
-			sc.redelivered.Add(1)
+	i := 0
+	for _, sg := range segs {
+		for ; i < sg.end; i++ {
+			r := out[i]
+			r.share = shareRef{f: f, key: f.tr.Acquire(sg.tp, r.Offset, deadline)}
+			if r.DeliveryCount > 1 {
+				redelivered++
+			}
 		}
 	}
 	f.mu.Unlock()
+	if redelivered > 0 {
+		sc.redelivered.Add(int64(redelivered))
+	}
 	if !sc.q.push(out) {
 		for _, r := range out {
 			f.finishIfHeld(r.share.key, share.Release)
 		}
 		sc.busy.Add(-int64(len(out)))
+	}
+}
+
+// acquiredCount is how many offsets resp acquired, within reason: the
+// size of the Record slabs take fills.
+func acquiredCount(resp *kmsg.ShareFetchResponse) int {
+	n := int64(0)
+	for ti := range resp.Topics {
+		for pi := range resp.Topics[ti].Partitions {
+			for _, a := range resp.Topics[ti].Partitions[pi].AcquiredRecords {
+				if w := a.LastOffset - a.FirstOffset + 1; w > 0 && a.FirstOffset >= 0 {
+					n += min(w, 1<<20)
+				}
+			}
+		}
+	}
+	return int(min(max(n, 1), 4096))
+}
+
+// recordSlab hands out Records from chunks allocated chunk at a time: one
+// allocation per fetch rather than one per record. A chunk is never
+// grown in place, so the Records handed out keep their addresses.
+type recordSlab struct {
+	buf   []Record
+	chunk int
+}
+
+func (s *recordSlab) next() *Record {
+	if len(s.buf) == cap(s.buf) {
+		s.buf = make([]Record, 0, s.chunk)
+	}
+	s.buf = s.buf[:len(s.buf)+1]
+	return &s.buf[len(s.buf)-1]
+}
+
+// mark and reset give back the Records handed out since mark (a batch
+// that failed to decode), if they are all in the current chunk.
+func (s *recordSlab) mark() ([]Record, int) { return s.buf, len(s.buf) }
+
+func (s *recordSlab) reset(buf []Record, n int) {
+	if cap(buf) > 0 && cap(s.buf) == cap(buf) && &buf[:cap(buf)][0] == &s.buf[:cap(s.buf)][0] {
+		clear(s.buf[n:])
+		s.buf = s.buf[:n]
 	}
 }
 

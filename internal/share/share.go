@@ -101,11 +101,26 @@ func (a *Acks) Drain() []PartAcks {
 		return nil
 	}
 	out := make([]PartAcks, 0, len(a.parts))
+	keep := a.parts[:0]
 	for _, p := range a.parts {
+		if len(p.rs) == 0 {
+			continue // nothing since the last Drain: forgotten
+		}
 		out = append(out, PartAcks{TP: p.tp, Batches: normalize(p.rs)})
+		// The buffer is kept for the partition's next acknowledgements.
+		p.rs = p.rs[:0]
+		keep = append(keep, p)
+	}
+	if len(keep) < len(a.parts) {
+		clear(a.parts[len(keep):])
+		a.parts = keep
+		clear(a.idx)
+		for i, p := range a.parts {
+			a.idx[p.tp] = i
+		}
 	}
 	slices.SortFunc(out, func(x, y PartAcks) int { return cmpTP(x.TP, y.TP) })
-	a.idx, a.parts, a.n, a.renews = nil, nil, 0, 0
+	a.n, a.renews = 0, 0
 	return out
 }
 

@@ -415,3 +415,33 @@ func BenchmarkNormalize(b *testing.B) {
 		normalize(rs)
 	}
 }
+
+// TestAcksRounds: Acks keeps its buffers across Drains; rounds of random
+// acknowledgements over changing partitions drain like fresh ones.
+func TestAcksRounds(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	tps := []TP{tp0, {ID: [16]byte{1}, Partition: 1}, {ID: [16]byte{3}}, {ID: [16]byte{0, 1}, Partition: 2}}
+	var a Acks
+	for range 2000 {
+		var fresh Acks
+		for range rng.IntN(40) {
+			tp := tps[rng.IntN(1+rng.IntN(len(tps)))]
+			f := int64(rng.IntN(50))
+			l, typ := f+int64(rng.IntN(3)), int8(rng.IntN(5))
+			a.AddRange(tp, f, l, typ)
+			fresh.AddRange(tp, f, l, typ)
+		}
+		if a.Len() != fresh.Len() || a.HasRenew() != fresh.HasRenew() {
+			t.Fatalf("len %d/%d renew %v/%v", a.Len(), fresh.Len(), a.HasRenew(), fresh.HasRenew())
+		}
+		got, want := a.Drain(), fresh.Drain()
+		if len(got) != len(want) {
+			t.Fatalf("got %v want %v", got, want)
+		}
+		for i := range want {
+			if got[i].TP != want[i].TP || !slices.Equal(got[i].Batches, want[i].Batches) {
+				t.Fatalf("got %v want %v", got, want)
+			}
+		}
+	}
+}
