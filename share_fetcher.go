@@ -22,6 +22,7 @@ import (
 type shareRef struct {
 	f   *shareFetcher
 	key share.Key
+	fin uint32 // set (atomically) once Acknowledge gave it a final type
 }
 
 type shareTP struct {
@@ -85,9 +86,9 @@ func (f *shareFetcher) hold(k share.Key) {
 func (f *shareFetcher) finishIfHeld(k share.Key, typ int8) { _ = f.ack(k, typ) }
 
 func (f *shareFetcher) ack(k share.Key, typ int8) error {
-	now := time.Now()
-	f.mu.Lock()
 	if typ == share.Renew {
+		now := time.Now()
+		f.mu.Lock()
 		if f.renewOK.Load() < 0 {
 			f.mu.Unlock()
 			return ErrRenewUnsupported
@@ -101,13 +102,28 @@ func (f *shareFetcher) ack(k share.Key, typ int8) error {
 		nudge(f.wake)
 		return nil
 	}
-	if !f.tr.Finish(k, now) {
-		f.mu.Unlock()
-		f.sc.expired.Add(1)
-		return ErrNotAcquired
+	err, _ := f.finish(k, typ, nil)
+	return err
+}
+
+// finish acknowledges k with the final type typ and, if next is not nil,
+// starts the record next names in the same critical section (a runner
+// going from one record to the next takes the lock once).
+func (f *shareFetcher) finish(k share.Key, typ int8, next *share.Key) (err error, started bool) {
+	now := time.Now()
+	f.mu.Lock()
+	held := f.tr.Finish(k, now)
+	if held {
+		f.acks.Add(k.TP, k.Offset, typ)
 	}
-	f.acks.Add(k.TP, k.Offset, typ)
+	if next != nil {
+		started = f.tr.Start(*next, now)
+	}
 	f.mu.Unlock()
+	if !held {
+		f.sc.expired.Add(1)
+		return ErrNotAcquired, started
+	}
 	switch typ {
 	case share.Accept:
 		f.sc.accepted.Add(1)
@@ -117,7 +133,7 @@ func (f *shareFetcher) ack(k share.Key, typ int8) error {
 		f.sc.rejected.Add(1)
 	}
 	nudge(f.wake)
-	return nil
+	return nil, started
 }
 
 // loop runs requests one at a time (a share session takes one request
@@ -686,6 +702,11 @@ func (f *shareFetcher) take(resp *kmsg.ShareFetchResponse, names map[[16]byte]st
 			}
 		}
 	}
+	if dbgShare {
+		dbgFetches.Add(1)
+		dbgAcq.Add(int64(slab.chunk))
+		dbgOut.Add(int64(len(out)))
+	}
 	if len(out) == 0 {
 		return
 	}
@@ -814,3 +835,8 @@ func (f *shareFetcher) closeSession(ctx context.Context) {
 	}
 	f.session.Reset()
 }
+
+var dbgShare = true
+var dbgFetches, dbgAcq, dbgOut atomic.Int64
+
+func DebugShare() (int64, int64, int64) { return dbgFetches.Load(), dbgAcq.Load(), dbgOut.Load() }
