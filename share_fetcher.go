@@ -702,11 +702,6 @@ func (f *shareFetcher) take(resp *kmsg.ShareFetchResponse, names map[[16]byte]st
 			}
 		}
 	}
-	if dbgShare {
-		dbgFetches.Add(1)
-		dbgAcq.Add(int64(slab.chunk))
-		dbgOut.Add(int64(len(out)))
-	}
 	if len(out) == 0 {
 		return
 	}
@@ -835,8 +830,3 @@ func (f *shareFetcher) closeSession(ctx context.Context) {
 	}
 	f.session.Reset()
 }
-
-var dbgShare = true
-var dbgFetches, dbgAcq, dbgOut atomic.Int64
-
-func DebugShare() (int64, int64, int64) { return dbgFetches.Load(), dbgAcq.Load(), dbgOut.Load() }
