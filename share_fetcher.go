@@ -661,6 +661,9 @@ func (f *shareFetcher) take(resp *kmsg.ShareFetchResponse, names map[[16]byte]st
 					gaps = append(gaps, acqRelease(acq, b.BaseOffset, b.LastOffset)...)
 					continue
 				}
+				if !acq.Overlaps(b.BaseOffset, b.LastOffset) {
+					continue // nothing of it is ours: no records, no gaps
+				}
 				offs = offs[:0]
 				if !b.Control {
 					start := len(out)

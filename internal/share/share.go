@@ -377,6 +377,19 @@ func (a Acquired) Lookup(offset int64) (int16, bool) {
 	return 0, false
 }
 
+// Overlaps says whether any offset of [first, last] was acquired: a batch
+// that holds none need not be decoded (brokers return whole batches, and
+// more of them than they acquired records in).
+func (a Acquired) Overlaps(first, last int64) bool {
+	i, _ := slices.BinarySearchFunc(a.rs, first, func(r acq, o int64) int {
+		if r.last < o {
+			return -1
+		}
+		return 1
+	})
+	return i < len(a.rs) && a.rs[i].first <= last
+}
+
 // Gaps returns the acquired offsets in [first, last] that are not in recs
 // (sorted offsets of the records the batch held): control records and
 // compacted offsets, which the member acknowledges as GAP. The result is

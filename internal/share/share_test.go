@@ -172,6 +172,13 @@ func FuzzAcquired(f *testing.F) {
 			}
 		}
 		first, last = first%300, last%300
+		anyIn := false
+		for o := first; o <= last; o++ {
+			anyIn = anyIn || in(o)
+		}
+		if got := a.Overlaps(first, last); got != anyIn {
+			t.Fatalf("Overlaps(%d, %d) = %v want %v (raw %v)", first, last, got, anyIn, raw)
+		}
 		var recs []int64
 		for _, b := range recb {
 			recs = append(recs, int64(b))
