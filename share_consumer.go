@@ -228,6 +228,14 @@ func (sc *ShareConsumer) unbusy(n int) {
 		}
 		sc.mu.Unlock()
 	}
+	// Enough runners idle for a fetch that waits for more (shareCoalesce).
+	if at := int64(sc.runners - sc.coalesceAt()); after <= at && after+int64(n) > at {
+		sc.mu.Lock()
+		for _, f := range sc.fetchers {
+			nudge(f.roomy)
+		}
+		sc.mu.Unlock()
+	}
 }
 
 func safeHandle(fn func() error) (err error) {
