@@ -550,8 +550,27 @@ type Tracker struct {
 	slab   []entry
 	free   []int32
 	byOff  map[tpOff]int32
-	heaps  [3][]int32 // per State, slots in a min-heap by deadline
+	heaps  [3][]hent // per State, a min-heap by deadline
 	nextID uint64
+	base   time.Time // ticks count from it
+	based  bool
+}
+
+// hent is a heap entry: the deadline as a tick, so sifting compares
+// integers in the heap's own array rather than times in the slab.
+type hent struct {
+	tick int64
+	slot int32
+}
+
+// tick is t as nanoseconds since the Tracker's base. Sub reads the
+// monotonic clock when both times have it, as Before does, so ticks order
+// as the times do.
+func (t *Tracker) tick(at time.Time) int64 {
+	if !t.based {
+		t.base, t.based = at, true
+	}
+	return int64(at.Sub(t.base))
 }
 
 // Acquire records offset as acquired until deadline and returns its key.
@@ -575,7 +594,7 @@ func (t *Tracker) Acquire(tp TP, offset int64, deadline time.Time) Key {
 	t.nextID++
 	t.slab[slot] = entry{tp: tp, offset: offset, id: t.nextID, deadline: deadline, state: Queued}
 	t.byOff[k] = slot
-	t.push(Queued, slot)
+	t.push(Queued, slot, t.tick(deadline))
 	return Key{tp, offset, t.nextID, slot}
 }
 
@@ -606,9 +625,10 @@ func (t *Tracker) set(slot int32, s State) {
 	if e.state == s {
 		return
 	}
+	tick := t.heaps[e.state][e.at].tick
 	t.remove(e.state, e.at)
 	e.state = s
-	t.push(s, slot)
+	t.push(s, slot, tick)
 }
 
 // release forgets the record in slot.
@@ -671,21 +691,23 @@ func (t *Tracker) Alive(k Key, now time.Time) bool {
 // heap that ends before now+margin.
 func (t *Tracker) Due(s State, now time.Time, margin time.Duration) []Key {
 	h := t.heaps[s]
-	if len(h) == 0 || !t.slab[h[0]].deadline.Before(now.Add(margin)) {
+	if len(h) == 0 {
 		return nil
 	}
-	until := now.Add(margin)
+	from, until := t.tick(now), t.tick(now.Add(margin))
+	if h[0].tick >= until {
+		return nil
+	}
 	var out []Key
 	stack := []int32{0}
 	for len(stack) > 0 {
 		i := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		e := &t.slab[h[i]]
-		if !e.deadline.Before(until) {
+		if h[i].tick >= until {
 			continue // nor any of its subtree
 		}
-		if now.Before(e.deadline) {
-			out = append(out, t.key(h[i]))
+		if from < h[i].tick {
+			out = append(out, t.key(h[i].slot))
 		}
 		for c := 2*i + 1; c <= 2*i+2 && int(c) < len(h); c++ {
 			stack = append(stack, c)
@@ -714,6 +736,7 @@ func (t *Tracker) extend(slot int32, deadline time.Time) {
 	e := &t.slab[slot]
 	if deadline.After(e.deadline) {
 		e.deadline = deadline
+		t.heaps[e.state][e.at].tick = t.tick(deadline)
 		t.down(e.state, e.at)
 	}
 }
@@ -722,17 +745,20 @@ func (t *Tracker) extend(slot int32, deadline time.Time) {
 // if there are none.
 func (t *Tracker) Next(s State) (time.Time, bool) {
 	if h := t.heaps[s]; len(h) > 0 {
-		return t.slab[h[0]].deadline, true
+		return t.slab[h[0].slot].deadline, true
 	}
 	return time.Time{}, false
 }
 
 // Expire drops every record whose lock ended at now and returns how many.
 func (t *Tracker) Expire(now time.Time) int {
-	n := 0
+	if t.Len() == 0 {
+		return 0
+	}
+	n, at := 0, t.tick(now)
 	for s := range t.heaps {
-		for len(t.heaps[s]) > 0 && !now.Before(t.slab[t.heaps[s][0]].deadline) {
-			t.release(t.heaps[s][0])
+		for len(t.heaps[s]) > 0 && t.heaps[s][0].tick <= at {
+			t.release(t.heaps[s][0].slot)
 			n++
 		}
 	}
@@ -745,7 +771,7 @@ func (t *Tracker) Take(now time.Time, states ...State) []Key {
 	var out []Key
 	for _, s := range states {
 		for len(t.heaps[s]) > 0 {
-			slot := t.heaps[s][len(t.heaps[s])-1]
+			slot := t.heaps[s][len(t.heaps[s])-1].slot
 			if now.Before(t.slab[slot].deadline) {
 				out = append(out, t.key(slot))
 			}
@@ -764,15 +790,13 @@ func (t *Tracker) Len() int { return len(t.heaps[Queued]) + len(t.heaps[Running]
 // The heaps: a binary min-heap by deadline per state, of slab slots; each
 // entry knows its index (at) so it can be removed or moved in O(log n).
 
-func (t *Tracker) less(a, b int32) bool { return t.slab[a].deadline.Before(t.slab[b].deadline) }
-
-func (t *Tracker) swap(h []int32, i, j int32) {
+func (t *Tracker) swap(h []hent, i, j int32) {
 	h[i], h[j] = h[j], h[i]
-	t.slab[h[i]].at, t.slab[h[j]].at = i, j
+	t.slab[h[i].slot].at, t.slab[h[j].slot].at = i, j
 }
 
-func (t *Tracker) push(s State, slot int32) {
-	t.heaps[s] = append(t.heaps[s], slot)
+func (t *Tracker) push(s State, slot int32, tick int64) {
+	t.heaps[s] = append(t.heaps[s], hent{tick, slot})
 	i := int32(len(t.heaps[s]) - 1)
 	t.slab[slot].at = i
 	t.up(s, i)
@@ -796,7 +820,7 @@ func (t *Tracker) up(s State, i int32) {
 	h := t.heaps[s]
 	for i > 0 {
 		p := (i - 1) / 2
-		if !t.less(h[i], h[p]) {
+		if h[i].tick >= h[p].tick {
 			break
 		}
 		t.swap(h, i, p)
@@ -814,10 +838,10 @@ func (t *Tracker) down(s State, i int32) bool {
 		if c >= n || c < 0 {
 			break
 		}
-		if r := c + 1; r < n && t.less(h[r], h[c]) {
+		if r := c + 1; r < n && h[r].tick < h[c].tick {
 			c = r
 		}
-		if !t.less(h[c], h[i]) {
+		if h[c].tick >= h[i].tick {
 			break
 		}
 		t.swap(h, i, c)

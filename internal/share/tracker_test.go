@@ -62,12 +62,12 @@ func checkHeaps(t *testing.T, tr *Tracker) {
 	t.Helper()
 	held := 0
 	for s, h := range tr.heaps {
-		for i, slot := range h {
-			e := tr.slab[slot]
-			if e.id == 0 || int(e.state) != s || int(e.at) != i {
-				t.Fatalf("heap %d[%d]: slot %d is %+v", s, i, slot, e)
+		for i, he := range h {
+			e := tr.slab[he.slot]
+			if e.id == 0 || int(e.state) != s || int(e.at) != i || he.tick != tr.tick(e.deadline) {
+				t.Fatalf("heap %d[%d]: %+v is %+v", s, i, he, e)
 			}
-			if i > 0 && tr.slab[h[(i-1)/2]].deadline.After(e.deadline) {
+			if i > 0 && h[(i-1)/2].tick > he.tick {
 				t.Fatalf("heap %d out of order at %d", s, i)
 			}
 		}
@@ -443,5 +443,28 @@ func TestAcksRounds(t *testing.T) {
 				t.Fatalf("got %v want %v", got, want)
 			}
 		}
+	}
+}
+
+// BenchmarkTrackerChurn: 1,000 records running with spread deadlines,
+// finished in random order and replaced by later ones (long handlers).
+func BenchmarkTrackerChurn(b *testing.B) {
+	var tr Tracker
+	base := time.Now()
+	rng := rand.New(rand.NewPCG(1, 1))
+	ks := make([]Key, 1000)
+	off := int64(0)
+	for i := range ks {
+		ks[i] = tr.Acquire(tp0, off, base.Add(time.Minute+time.Duration(off)*time.Microsecond))
+		tr.Start(ks[i], base)
+		off++
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		j := rng.IntN(len(ks))
+		tr.Finish(ks[j], base)
+		ks[j] = tr.Acquire(tp0, off, base.Add(time.Minute+time.Duration(off)*time.Microsecond))
+		tr.Start(ks[j], base)
+		off++
 	}
 }
