@@ -526,6 +526,7 @@ type Key struct {
 
 type entry struct {
 	tp       TP
+	idx      *offIndex // tp's
 	offset   int64
 	id       uint64 // 0: a free slot
 	deadline time.Time
@@ -533,10 +534,9 @@ type entry struct {
 	at       int32 // index in the heap of its state
 }
 
-type tpOff struct {
-	tp     TP
-	offset int64
-}
+// offIndex is one partition's held offsets, by offset: int64 keys take
+// the map's fast path.
+type offIndex struct{ m map[int64]int32 }
 
 // Tracker holds the records a member acquired through one broker's
 // session, each under an acquisition lock that ends at its deadline.
@@ -549,7 +549,10 @@ type tpOff struct {
 type Tracker struct {
 	slab   []entry
 	free   []int32
-	byOff  map[tpOff]int32
+	byTP   map[TP]*offIndex
+	empty  int       // indexes in byTP without offsets
+	last   *offIndex // the last partition acquired in (records come in runs of one)
+	lastTP TP
 	heaps  [3][]hent // per State, a min-heap by deadline
 	nextID uint64
 	base   time.Time // ticks count from it
@@ -576,12 +579,23 @@ func (t *Tracker) tick(at time.Time) int64 {
 // Acquire records offset as acquired until deadline and returns its key.
 // An offset already tracked (the broker handed it again) is replaced.
 func (t *Tracker) Acquire(tp TP, offset int64, deadline time.Time) Key {
-	if t.byOff == nil {
-		t.byOff = map[tpOff]int32{}
+	ix := t.last
+	if ix == nil || t.lastTP != tp {
+		if ix = t.byTP[tp]; ix == nil {
+			if t.byTP == nil {
+				t.byTP = map[TP]*offIndex{}
+			}
+			ix = &offIndex{m: map[int64]int32{}}
+			t.byTP[tp] = ix
+			t.empty++
+		}
+		t.last, t.lastTP = ix, tp
 	}
-	k := tpOff{tp, offset}
-	if old, ok := t.byOff[k]; ok {
-		t.release(old)
+	if old, ok := ix.m[offset]; ok {
+		t.drop(old, false) // no sweep: ix is about to get offset again
+	}
+	if len(ix.m) == 0 {
+		t.empty--
 	}
 	var slot int32
 	if n := len(t.free); n > 0 {
@@ -592,8 +606,8 @@ func (t *Tracker) Acquire(tp TP, offset int64, deadline time.Time) Key {
 		t.slab = append(t.slab, entry{})
 	}
 	t.nextID++
-	t.slab[slot] = entry{tp: tp, offset: offset, id: t.nextID, deadline: deadline, state: Queued}
-	t.byOff[k] = slot
+	t.slab[slot] = entry{tp: tp, idx: ix, offset: offset, id: t.nextID, deadline: deadline, state: Queued}
+	ix.m[offset] = slot
 	t.push(Queued, slot, t.tick(deadline))
 	return Key{tp, offset, t.nextID, slot}
 }
@@ -609,10 +623,19 @@ func (t *Tracker) get(k Key) int32 {
 			return k.slot
 		}
 	}
-	if slot, ok := t.byOff[tpOff{k.TP, k.Offset}]; ok && t.slab[slot].id == k.ID {
+	if slot, ok := t.lookup(k.TP, k.Offset); ok && t.slab[slot].id == k.ID {
 		return slot
 	}
 	return -1
+}
+
+// lookup finds the slot of offset of tp.
+func (t *Tracker) lookup(tp TP, offset int64) (int32, bool) {
+	if ix := t.byTP[tp]; ix != nil {
+		slot, ok := ix.m[offset]
+		return slot, ok
+	}
+	return 0, false
 }
 
 func (t *Tracker) key(slot int32) Key {
@@ -632,12 +655,28 @@ func (t *Tracker) set(slot int32, s State) {
 }
 
 // release forgets the record in slot.
-func (t *Tracker) release(slot int32) {
+func (t *Tracker) release(slot int32) { t.drop(slot, true) }
+
+// drop forgets the record in slot and, with sweep, drops the empty
+// partition indexes if there are many.
+func (t *Tracker) drop(slot int32, sweep bool) {
 	e := &t.slab[slot]
 	t.remove(e.state, e.at)
-	delete(t.byOff, tpOff{e.tp, e.offset})
+	ix := e.idx
+	delete(ix.m, e.offset)
 	*e = entry{}
 	t.free = append(t.free, slot)
+	if len(ix.m) == 0 {
+		// Partitions come and go: drop the empty indexes now and then.
+		if t.empty++; sweep && t.empty > 64 {
+			for tp, ix := range t.byTP {
+				if len(ix.m) == 0 {
+					delete(t.byTP, tp)
+				}
+			}
+			t.empty, t.last = 0, nil
+		}
+	}
 }
 
 // Start moves a queued record to Running if its lock has not expired at
@@ -727,7 +766,7 @@ func (t *Tracker) Extend(k Key, deadline time.Time) {
 // ExtendOffset moves the lock deadline of whatever acquisition of offset
 // is held (renewals name offsets, not acquisitions).
 func (t *Tracker) ExtendOffset(tp TP, offset int64, deadline time.Time) {
-	if slot, ok := t.byOff[tpOff{tp, offset}]; ok {
+	if slot, ok := t.lookup(tp, offset); ok {
 		t.extend(slot, deadline)
 	}
 }

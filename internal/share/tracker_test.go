@@ -14,6 +14,11 @@ type modelTracker struct {
 	nextID uint64
 }
 
+type tpOff struct {
+	tp     TP
+	offset int64
+}
+
 type modelEntry struct {
 	id       uint64
 	deadline time.Time
@@ -73,8 +78,23 @@ func checkHeaps(t *testing.T, tr *Tracker) {
 		}
 		held += len(h)
 	}
-	if held != len(tr.byOff) || held+len(tr.free) != len(tr.slab) {
-		t.Fatalf("held %d, indexed %d, free %d, slab %d", held, len(tr.byOff), len(tr.free), len(tr.slab))
+	indexed, empty := 0, 0
+	for tp, ix := range tr.byTP {
+		indexed += len(ix.m)
+		if len(ix.m) == 0 {
+			empty++
+		}
+		for off, slot := range ix.m {
+			if e := tr.slab[slot]; e.tp != tp || e.offset != off || e.idx != ix {
+				t.Fatalf("index %v/%d names slot %d: %+v", tp, off, slot, e)
+			}
+		}
+	}
+	if held != indexed || held+len(tr.free) != len(tr.slab) || empty != tr.empty || empty > 65 {
+		t.Fatalf("held %d, indexed %d, free %d, slab %d, empty %d (counted %d)", held, indexed, len(tr.free), len(tr.slab), empty, tr.empty)
+	}
+	if tr.last != nil && tr.byTP[tr.lastTP] != tr.last {
+		t.Fatal("stale last index")
 	}
 }
 
@@ -92,6 +112,9 @@ func FuzzTracker(f *testing.F) {
 		var keys []Key
 		now := 0
 		tps := []TP{tp0, {ID: [16]byte{2}, Partition: 3}}
+		for p := range 150 {
+			tps = append(tps, TP{ID: [16]byte{3}, Partition: int32(p)})
+		}
 		pick := func() Key {
 			if len(keys) == 0 || rng.IntN(10) == 0 {
 				return Key{TP: tp0, Offset: int64(rng.IntN(20)), ID: uint64(rng.IntN(5))}
@@ -101,7 +124,11 @@ func FuzzTracker(f *testing.F) {
 		for range int(nops) % 3000 {
 			switch op := rng.IntN(12); op {
 			case 0, 1, 2:
-				tp, off, d := tps[rng.IntN(2)], int64(rng.IntN(20)), at(now+rng.IntN(100))
+				tp := tps[rng.IntN(2)]
+				if rng.IntN(4) == 0 {
+					tp = tps[rng.IntN(len(tps))]
+				}
+				off, d := int64(rng.IntN(20)), at(now+rng.IntN(100))
 				k := tr.Acquire(tp, off, d)
 				if id := m.acquire(tp, off, d); k.ID != id || k.TP != tp || k.Offset != off {
 					t.Fatalf("acquire: %+v want id %d", k, id)
