@@ -704,15 +704,16 @@ func (f *shareFetcher) take(resp *kmsg.ShareFetchResponse, names map[[16]byte]st
 					gaps = append(gaps, acqRelease(acq, b.BaseOffset, b.LastOffset)...)
 					continue
 				}
-				if !acq.Overlaps(b.BaseOffset, b.LastOffset) {
+				if b.BaseOffset <= b.LastOffset && !acq.Overlaps(b.BaseOffset, b.LastOffset) {
 					continue // nothing of it is ours: no records, no gaps
 				}
 				offs = offs[:0]
 				if !b.Control {
 					start := len(out)
 					markBuf, markN := slab.mark()
+					cur := 0
 					_, derr := b.EachRecord(func(br batch.Record) {
-						d, ok := acq.Lookup(br.Offset)
+						d, ok := acq.LookupFrom(br.Offset, &cur)
 						if !ok {
 							return
 						}

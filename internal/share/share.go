@@ -377,10 +377,40 @@ func (a Acquired) Lookup(offset int64) (int16, bool) {
 	return 0, false
 }
 
+// LookupFrom is Lookup for offsets in ascending order: *cur, a cursor
+// starting at 0, remembers the range the last offset fell in, so a batch's
+// records cost a comparison each rather than a search. Any order is
+// answered right; out of order it searches.
+func (a Acquired) LookupFrom(offset int64, cur *int) (int16, bool) {
+	i := *cur
+	if i < 0 || i >= len(a.rs) || offset < a.rs[i].first {
+		d, ok := a.Lookup(offset)
+		i, _ = slices.BinarySearchFunc(a.rs, offset, func(r acq, o int64) int {
+			if r.last < o {
+				return -1
+			}
+			return 1
+		})
+		*cur = i
+		return d, ok
+	}
+	for i < len(a.rs) && a.rs[i].last < offset {
+		i++
+	}
+	*cur = i
+	if i < len(a.rs) && a.rs[i].first <= offset {
+		return a.rs[i].delivery, true
+	}
+	return 0, false
+}
+
 // Overlaps says whether any offset of [first, last] was acquired: a batch
 // that holds none need not be decoded (brokers return whole batches, and
 // more of them than they acquired records in).
 func (a Acquired) Overlaps(first, last int64) bool {
+	if first > last {
+		return false
+	}
 	i, _ := slices.BinarySearchFunc(a.rs, first, func(r acq, o int64) int {
 		if r.last < o {
 			return -1
