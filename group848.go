@@ -56,6 +56,9 @@ func (s *session848) term() *term {
 
 // nudge wakes the receiver of ch unless a wake is pending.
 func nudge(ch chan struct{}) {
+	if cap(ch) > 0 && len(ch) == cap(ch) {
+		return // a nudge is pending already: no channel lock
+	}
 	select {
 	case ch <- struct{}{}:
 	default:

@@ -129,22 +129,34 @@ func (sc *ShareConsumer) Acknowledge(r *Record, t AcknowledgeType) error {
 	if f == nil || f.sc != sc {
 		return ErrNotAcquired
 	}
-	return f.ack(r.share.key, int8(t))
+	err := f.ack(r.share.key, int8(t))
+	if t != AckRenew {
+		// Held or not before, r is not held now: its runner need not
+		// hold it (explicit mode) when the handler returns.
+		atomic.StoreUint32(&r.share.fin, 1)
+	}
+	return err
 }
 
 // runner takes records from the queue and runs the handler on them until
 // Close drains the queue.
 func (sc *ShareConsumer) runner() {
 	defer sc.runWG.Done()
+	implicit := sc.cfg.share.mode == ShareAckImplicit
+	var r *Record
+	started := false
 	for {
-		r := sc.q.pop()
 		if r == nil {
-			return
+			if r = sc.q.pop(); r == nil {
+				return
+			}
+			started = r.share.f.start(r.share.key)
 		}
 		f, k := r.share.f, r.share.key
-		if !f.start(k) {
+		if !started {
 			sc.expired.Add(1)
 			sc.idle()
+			r = nil
 			continue
 		}
 		err := safeHandle(func() error { return sc.cfg.onRecord(sc.hctx, r) })
@@ -153,11 +165,24 @@ func (sc *ShareConsumer) runner() {
 		case err != nil:
 			f.finishIfHeld(k, share.Release)
 			sc.c.log.Debug("share handler failed; record released", append(sc.log(), "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", err)...)
-		case sc.cfg.share.mode == ShareAckImplicit:
+		case implicit:
+			// A record waiting for a runner, from the same broker, starts
+			// under the lock this one's acknowledgement takes.
+			if next := sc.q.tryPop(); next != nil {
+				if next.share.f == f {
+					_, started = f.finish(k, share.Accept, &next.share.key)
+				} else {
+					f.finishIfHeld(k, share.Accept)
+					started = next.share.f.start(next.share.key)
+				}
+				r = next
+				continue
+			}
 			f.finishIfHeld(k, share.Accept)
-		default:
-			f.hold(k)
+		case atomic.LoadUint32(&r.share.fin) == 0:
+			f.hold(k) // explicit mode, not acknowledged by the handler
 		}
+		r = nil
 	}
 }
 
@@ -200,6 +225,14 @@ func (sc *ShareConsumer) unbusy(n int) {
 		sc.mu.Lock()
 		for _, f := range sc.fetchers {
 			nudge(f.wake)
+		}
+		sc.mu.Unlock()
+	}
+	// Enough runners idle for a fetch that waits for more (shareCoalesce).
+	if at := int64(sc.runners - sc.coalesceAt()); after <= at && after+int64(n) > at {
+		sc.mu.Lock()
+		for _, f := range sc.fetchers {
+			nudge(f.roomy)
 		}
 		sc.mu.Unlock()
 	}
@@ -535,11 +568,21 @@ func (sc *ShareConsumer) Close(ctx context.Context) error {
 }
 
 // shareQueue is the records waiting for a handler, across brokers.
+//
+// A push wakes only as many runners as there are records no woken runner
+// will take: waiting counts the runners blocked in pop that no Signal has
+// been issued for, wakes the Signals issued whose runner has not returned
+// from Wait yet. A runner waits only while the queue is empty, so a
+// record never waits while a runner sleeps unsignaled.
 type shareQueue struct {
-	mu     sync.Mutex
-	cond   *sync.Cond
-	recs   []*Record
-	closed bool
+	mu      sync.Mutex
+	cond    *sync.Cond
+	recs    []*Record
+	head    int // recs[head:] wait
+	waiting int
+	wakes   int
+	closed  bool
+	avail   atomic.Int32 // len(recs)-head, read without mu by tryPop
 }
 
 func (q *shareQueue) init() { q.cond = sync.NewCond(&q.mu) }
@@ -551,37 +594,71 @@ func (q *shareQueue) push(rs []*Record) bool {
 		q.mu.Unlock()
 		return false
 	}
+	if q.head == len(q.recs) {
+		q.recs, q.head = q.recs[:0], 0
+	} else if q.head > len(q.recs)/2 && len(q.recs)+len(rs) > cap(q.recs) {
+		n := copy(q.recs, q.recs[q.head:])
+		clear(q.recs[n:])
+		q.recs, q.head = q.recs[:n], 0
+	}
 	q.recs = append(q.recs, rs...)
+	q.avail.Store(int32(len(q.recs) - q.head))
+	wake := min(len(q.recs)-q.head-q.wakes, q.waiting)
+	if wake > 0 {
+		q.waiting -= wake
+		q.wakes += wake
+	}
 	q.mu.Unlock()
-	if len(rs) == 1 {
+	for range wake {
 		q.cond.Signal()
-	} else {
-		q.cond.Broadcast()
 	}
 	return true
+}
+
+// tryPop returns the next record if one waits, without waiting.
+func (q *shareQueue) tryPop() *Record {
+	if q.avail.Load() == 0 {
+		return nil // nothing queued: no lock
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed || q.head == len(q.recs) {
+		return nil
+	}
+	return q.take()
+}
+
+func (q *shareQueue) take() *Record {
+	r := q.recs[q.head]
+	q.recs[q.head] = nil
+	q.head++
+	q.avail.Store(int32(len(q.recs) - q.head))
+	return r
 }
 
 // pop returns the next record, or nil once the queue is closed.
 func (q *shareQueue) pop() *Record {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for len(q.recs) == 0 && !q.closed {
+	for q.head == len(q.recs) && !q.closed {
+		q.waiting++
 		q.cond.Wait()
+		if q.wakes > 0 {
+			q.wakes--
+		}
 	}
 	if q.closed {
 		return nil
 	}
-	r := q.recs[0]
-	q.recs[0] = nil
-	q.recs = q.recs[1:]
-	return r
+	return q.take()
 }
 
 // close wakes every runner and returns what was still queued.
 func (q *shareQueue) close() []*Record {
 	q.mu.Lock()
-	rs := q.recs
-	q.recs, q.closed = nil, true
+	rs := q.recs[q.head:]
+	q.recs, q.head, q.closed = nil, 0, true
+	q.avail.Store(0)
 	q.mu.Unlock()
 	q.cond.Broadcast()
 	return rs

@@ -22,6 +22,7 @@ import (
 type shareRef struct {
 	f   *shareFetcher
 	key share.Key
+	fin uint32 // set (atomically) once Acknowledge gave it a final type
 }
 
 type shareTP struct {
@@ -37,6 +38,7 @@ type shareFetcher struct {
 	sc     *ShareConsumer
 	node   int32
 	wake   chan struct{}
+	roomy  chan struct{} // coalesceAt runners became idle (see shareCoalesce)
 	owned  atomic.Pointer[[]shareTP]
 	lockMs atomic.Int64 // the broker's acquisition lock duration
 
@@ -50,13 +52,25 @@ type shareFetcher struct {
 	renewOK   atomic.Int32 // 0 unknown, 1 yes, -1 no
 	warnedOld bool
 	taken     int        // records the last fetch queued (loop only)
+	offs      []int64    // take's buffer of a batch's offsets (loop only)
 	pinned    *conn.Conn // the connection kept from the idle reaper (loop only)
 }
 
 const defaultShareLock = 30 * time.Second
 
+// shareCoalesce is how long a fetcher waits, once per fetch, for more
+// runners to be idle when fewer than coalesceAt are and the last fetch
+// acquired records: with long handlers a runner frees every few µs, and
+// without the wait each fetch would acquire the few freed during the
+// last one's round trip (the share bench's 20 ms handler: 88 records a
+// fetch).
+const shareCoalesce = time.Millisecond
+
+// coalesceAt is a quarter of the records a fetch may acquire.
+func (sc *ShareConsumer) coalesceAt() int { return max(1, min(sc.cfg.share.maxRecords, sc.runners)/4) }
+
 func newShareFetcher(sc *ShareConsumer, node int32) *shareFetcher {
-	f := &shareFetcher{sc: sc, node: node, wake: make(chan struct{}, 1)}
+	f := &shareFetcher{sc: sc, node: node, wake: make(chan struct{}, 1), roomy: make(chan struct{}, 1)}
 	f.lockMs.Store(defaultShareLock.Milliseconds())
 	return f
 }
@@ -84,9 +98,9 @@ func (f *shareFetcher) hold(k share.Key) {
 func (f *shareFetcher) finishIfHeld(k share.Key, typ int8) { _ = f.ack(k, typ) }
 
 func (f *shareFetcher) ack(k share.Key, typ int8) error {
-	now := time.Now()
-	f.mu.Lock()
 	if typ == share.Renew {
+		now := time.Now()
+		f.mu.Lock()
 		if f.renewOK.Load() < 0 {
 			f.mu.Unlock()
 			return ErrRenewUnsupported
@@ -100,13 +114,28 @@ func (f *shareFetcher) ack(k share.Key, typ int8) error {
 		nudge(f.wake)
 		return nil
 	}
-	if !f.tr.Finish(k, now) {
-		f.mu.Unlock()
-		f.sc.expired.Add(1)
-		return ErrNotAcquired
+	err, _ := f.finish(k, typ, nil)
+	return err
+}
+
+// finish acknowledges k with the final type typ and, if next is not nil,
+// starts the record next names in the same critical section (a runner
+// going from one record to the next takes the lock once).
+func (f *shareFetcher) finish(k share.Key, typ int8, next *share.Key) (err error, started bool) {
+	now := time.Now()
+	f.mu.Lock()
+	held := f.tr.Finish(k, now)
+	if held {
+		f.acks.Add(k.TP, k.Offset, typ)
 	}
-	f.acks.Add(k.TP, k.Offset, typ)
+	if next != nil {
+		started = f.tr.Start(*next, now)
+	}
 	f.mu.Unlock()
+	if !held {
+		f.sc.expired.Add(1)
+		return ErrNotAcquired, started
+	}
 	switch typ {
 	case share.Accept:
 		f.sc.accepted.Add(1)
@@ -116,7 +145,7 @@ func (f *shareFetcher) ack(k share.Key, typ int8) error {
 		f.sc.rejected.Add(1)
 	}
 	nudge(f.wake)
-	return nil
+	return nil, started
 }
 
 // loop runs requests one at a time (a share session takes one request
@@ -141,6 +170,12 @@ func (f *shareFetcher) loop() {
 	// another broker's fetcher waiting for an idle runner, rather than
 	// claim it for a long poll.
 	empty := false
+	// coalesced: since its last fetch, the loop waited once for more
+	// runners to be idle (see shareCoalesce).
+	coalesced := false
+	pause := time.NewTimer(time.Hour)
+	pause.Stop()
+	defer pause.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -199,6 +234,31 @@ func (f *shareFetcher) loop() {
 			}
 			err = f.acknowledge(ctx, hasRenew, now)
 		case fetching && room > 0 && !yield:
+			// Under load (records flowing, few runners idle), wait a
+			// moment, once, for more runners to be idle: one ShareFetch
+			// for many records costs much less than many for a few.
+			if at := sc.coalesceAt(); !coalesced && !empty && room < at {
+				coalesced = true
+				select {
+				case <-f.roomy:
+				default:
+				}
+				// unbusy signals roomy when at runners are idle; the
+				// check after draining it closes the race with that.
+				if sc.runners-int(sc.busy.Load()) < at {
+					pause.Reset(shareCoalesce)
+					select {
+					case <-ctx.Done():
+						return
+					case <-sc.final:
+					case <-f.roomy:
+					case <-pause.C:
+					}
+					pause.Stop()
+				}
+				continue
+			}
+			coalesced = false
 			// Claim the idle runners (room was an estimate): another
 			// broker's fetcher may be claiming them too.
 			room = sc.reserve(sc.cfg.share.maxRecords - queued)
@@ -591,8 +651,17 @@ func (f *shareFetcher) fetch(ctx context.Context, owned []shareTP, room int, wai
 func (f *shareFetcher) take(resp *kmsg.ShareFetchResponse, names map[[16]byte]string, sent time.Time) {
 	sc := f.sc
 	deadline := sent.Add(f.lock())
-	var out []*Record
-	var outTP []share.TP
+	var slab recordSlab
+	slab.chunk = acquiredCount(resp)
+	out := make([]*Record, 0, slab.chunk)
+	// The records of each partition in out: out[prev end:end] are tp's.
+	type seg struct {
+		tp  share.TP
+		end int
+	}
+	var segs []seg
+	offs := f.offs[:0]
+	defer func() { f.offs = offs[:0] }()
 	opts := batch.DecodeOptions{SkipCRC: !sc.cfg.checkCRC, MaxDecompressedSize: sc.cfg.maxDecompressed}
 	for ti := range resp.Topics {
 		rt := &resp.Topics[ti]
@@ -635,38 +704,49 @@ func (f *shareFetcher) take(resp *kmsg.ShareFetchResponse, names map[[16]byte]st
 					gaps = append(gaps, acqRelease(acq, b.BaseOffset, b.LastOffset)...)
 					continue
 				}
-				var offs []int64
+				if b.BaseOffset <= b.LastOffset && !acq.Overlaps(b.BaseOffset, b.LastOffset) {
+					continue // nothing of it is ours: no records, no gaps
+				}
+				offs = offs[:0]
 				if !b.Control {
 					start := len(out)
+					markBuf, markN := slab.mark()
+					cur := 0
 					_, derr := b.EachRecord(func(br batch.Record) {
-						d, ok := acq.Lookup(br.Offset)
+						d, ok := acq.LookupFrom(br.Offset, &cur)
 						if !ok {
 							return
 						}
-						r := &Record{
-							Topic: topic, Partition: rp.Partition, LeaderEpoch: b.PartitionLeaderEpoch,
-							Key: br.Key, Value: br.Value, Headers: headersFromBatch(br.Headers),
-							Timestamp: time.UnixMilli(br.Timestamp), Offset: br.Offset, DeliveryCount: d,
-						}
+						// Field by field: a struct copy into the slab
+						// would run the GC's bulk write barrier.
+						r := slab.next()
+						r.Topic, r.Partition, r.LeaderEpoch = topic, rp.Partition, b.PartitionLeaderEpoch
+						r.Key, r.Value, r.Headers = br.Key, br.Value, headersFromBatch(br.Headers)
+						r.Timestamp, r.Offset, r.DeliveryCount = time.UnixMilli(br.Timestamp), br.Offset, d
 						out = append(out, r)
-						outTP = append(outTP, tp)
 						offs = append(offs, br.Offset)
 					})
 					if derr != nil {
 						clear(out[start:])
-						out, outTP = out[:start], outTP[:start]
-						offs = nil
+						out = out[:start]
+						slab.reset(markBuf, markN)
+						offs = offs[:0]
 						gaps = append(gaps, acqRelease(acq, b.BaseOffset, b.LastOffset)...)
 						continue
 					}
 				}
 				gaps = append(gaps, acq.Gaps(b.BaseOffset, b.LastOffset, offs)...)
 			}
-			f.mu.Lock()
-			for _, g := range gaps {
-				f.acks.AddRange(tp, g.First, g.Last, g.Type)
+			if n := len(segs); len(out) > 0 && (n == 0 || segs[n-1].end < len(out)) {
+				segs = append(segs, seg{tp, len(out)})
 			}
-			f.mu.Unlock()
+			if len(gaps) > 0 {
+				f.mu.Lock()
+				for _, g := range gaps {
+					f.acks.AddRange(tp, g.First, g.Last, g.Type)
+				}
+				f.mu.Unlock()
+			}
 		}
 	}
 	if len(out) == 0 {
@@ -674,19 +754,70 @@ func (f *shareFetcher) take(resp *kmsg.ShareFetchResponse, names map[[16]byte]st
 	}
 	f.taken = len(out)
 	sc.busy.Add(int64(len(out)))
+	redelivered := 0
 	f.mu.Lock()
-	for i, r := range out {
-		r.share = shareRef{f: f, key: f.tr.Acquire(outTP[i], r.Offset, deadline)}
-		if r.DeliveryCount > 1 {
-			sc.redelivered.Add(1)
+	i := 0
+	for _, sg := range segs {
+		for ; i < sg.end; i++ {
+			r := out[i]
+			r.share = shareRef{f: f, key: f.tr.Acquire(sg.tp, r.Offset, deadline)}
+			if r.DeliveryCount > 1 {
+				redelivered++
+			}
 		}
 	}
 	f.mu.Unlock()
+	if redelivered > 0 {
+		sc.redelivered.Add(int64(redelivered))
+	}
 	if !sc.q.push(out) {
 		for _, r := range out {
 			f.finishIfHeld(r.share.key, share.Release)
 		}
 		sc.busy.Add(-int64(len(out)))
+	}
+}
+
+// acquiredCount is how many offsets resp acquired, within reason: the
+// size of the Record slabs take fills.
+func acquiredCount(resp *kmsg.ShareFetchResponse) int {
+	n := int64(0)
+	for ti := range resp.Topics {
+		for pi := range resp.Topics[ti].Partitions {
+			for _, a := range resp.Topics[ti].Partitions[pi].AcquiredRecords {
+				if w := a.LastOffset - a.FirstOffset + 1; w > 0 && a.FirstOffset >= 0 {
+					n += min(w, 1<<20)
+				}
+			}
+		}
+	}
+	return int(min(max(n, 1), 4096))
+}
+
+// recordSlab hands out Records from chunks allocated chunk at a time: one
+// allocation per fetch rather than one per record. A chunk is never
+// grown in place, so the Records handed out keep their addresses.
+type recordSlab struct {
+	buf   []Record
+	chunk int
+}
+
+func (s *recordSlab) next() *Record {
+	if len(s.buf) == cap(s.buf) {
+		s.buf = make([]Record, 0, s.chunk)
+	}
+	s.buf = s.buf[:len(s.buf)+1]
+	return &s.buf[len(s.buf)-1]
+}
+
+// mark and reset give back the Records handed out since mark (a batch
+// that failed to decode), if they are all in the current chunk.
+func (s *recordSlab) mark() ([]Record, int) { return s.buf, len(s.buf) }
+
+func (s *recordSlab) reset(buf []Record, n int) {
+	if cap(buf) > 0 && cap(s.buf) == cap(buf) && &buf[:cap(buf)][0] == &s.buf[:cap(s.buf)][0] {
+		clear(s.buf[n:])
+		s.buf = s.buf[:n]
 	}
 }
 

@@ -109,7 +109,10 @@ func ShareAcknowledgementMode(m ShareAckMode) ConsumerOption {
 // (Java's max.poll.records; default 500). Whatever it says, a share
 // consumer acquires only as many records as it has idle runners (Runners):
 // a record waiting for a handler would hold its acquisition lock from the
-// other members, and could lose it before a handler took it.
+// other members, and could lose it before a handler took it. Under load
+// (the last fetch acquired records), a fetch for fewer than a quarter of
+// min(ShareMaxRecords, Runners) records waits up to 1 ms, once, for that
+// many runners to be idle.
 func ShareMaxRecords(n int) ConsumerOption { return func(c *consumerConfig) { c.share.maxRecords = n } }
 
 // ShareAutoRenew says whether the consumer renews (AckRenew, KIP-1222) the

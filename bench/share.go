@@ -16,6 +16,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -260,6 +261,9 @@ func runShare(ctx context.Context, args []string) error {
 	timeout := fs.Duration("timeout", 120*time.Second, "give up on one run after this long")
 	only := fs.String("clients", "", "comma-separated clients to run (default all); \"riffle share\" is always run")
 	verbose := fs.Bool("v", false, "print every run as it ends (to stderr)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the -profile client's runs (only) to this file (file, file.2, ...)")
+	profClient := fs.String("profile", "riffle share", "the client whose runs -cpuprofile profiles")
+	handlerSel := fs.String("handlers", "", "run only this handler: sleep or no-op (default both)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -269,7 +273,14 @@ func runShare(ctx context.Context, args []string) error {
 	selected := shareClients()
 	if *only != "" {
 		var err error
-		selected, err = selectClients(shareClients(), func(c shareClient) string { return c.name }, "riffle share,"+*only)
+		// selectClients always keeps the client named "riffle": here
+		// that is "riffle share".
+		selected, err = selectClients(shareClients(), func(c shareClient) string {
+			if c.name == "riffle share" {
+				return "riffle"
+			}
+			return c.name
+		}, strings.ReplaceAll(*only, "riffle share", "riffle"))
 		if err != nil {
 			return err
 		}
@@ -285,9 +296,18 @@ func runShare(ctx context.Context, args []string) error {
 		name  string
 		sleep time.Duration
 	}{{fmt.Sprintf("sleep %s", fmtDur(*sleep)), *sleep}, {"no-op", 0}}
+	switch *handlerSel {
+	case "":
+	case "sleep":
+		handlers = handlers[:1]
+	case "no-op":
+		handlers = handlers[1:]
+	default:
+		return fmt.Errorf("-handlers %q: want sleep or no-op", *handlerSel)
+	}
 
-	fmt.Printf("share: %d records of %d bytes (no key) in %d partitions of %q, every record handled once per run; handlers: %s and no-op, concurrency %d\n",
-		*records, *size, *partitions, "bench", handlers[0].name, *conc)
+	fmt.Printf("share: %d records of %d bytes (no key) in %d partitions of %q, every record handled once per run; handlers: %s, concurrency %d\n",
+		*records, *size, *partitions, "bench", handlerNames(handlers), *conc)
 	pl, err := startPreloaded(ctx, "bench", perPart, *size, "none")
 	if err != nil {
 		return err
@@ -316,7 +336,11 @@ func runShare(ctx context.Context, args []string) error {
 						return fmt.Errorf("setting up %s: %w", spec.group, err)
 					}
 				}
+				prof := c.name == *profClient
 				res := measureShare(ctx, pl, *timeout, perPart, func(ctx context.Context, cnt *shareCount, notes *noteSet) error {
+					if prof {
+						defer profiling(*cpuProfile)()
+					}
 					return c.run(ctx, spec, cnt, notes)
 				})
 				results[h.name][c.name] = append(results[h.name][c.name], res)
@@ -361,6 +385,17 @@ func runShare(ctx context.Context, args []string) error {
 		fmt.Println("share riffle/franz-go cpu ratio: n/a (an invalid run, or franz-go not run)")
 	}
 	return nil
+}
+
+func handlerNames(hs []struct {
+	name  string
+	sleep time.Duration
+}) string {
+	var ns []string
+	for _, h := range hs {
+		ns = append(ns, h.name)
+	}
+	return strings.Join(ns, " and ")
 }
 
 func geomean(xs []float64) float64 {

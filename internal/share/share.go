@@ -43,8 +43,15 @@ type PartAcks struct {
 // Acks accumulates acknowledgements until the next request carries them.
 // The zero value is ready to use.
 type Acks struct {
-	m map[TP][]Range
-	n int
+	idx    map[TP]int // index in parts
+	parts  []pendAcks
+	n      int
+	renews int
+}
+
+type pendAcks struct {
+	tp TP
+	rs []Range
 }
 
 // Add acknowledges offset with typ.
@@ -55,11 +62,26 @@ func (a *Acks) AddRange(tp TP, first, last int64, typ int8) {
 	if first > last {
 		return
 	}
-	if a.m == nil {
-		a.m = map[TP][]Range{}
+	var p *pendAcks
+	if n := len(a.parts); n > 0 && a.parts[n-1].tp == tp {
+		p = &a.parts[n-1] // acknowledgements come in runs of a partition
+	} else {
+		if a.idx == nil {
+			a.idx = map[TP]int{}
+		}
+		i, ok := a.idx[tp]
+		if !ok {
+			i = len(a.parts)
+			a.idx[tp] = i
+			a.parts = append(a.parts, pendAcks{tp: tp})
+		}
+		p = &a.parts[i]
 	}
-	a.m[tp] = append(a.m[tp], Range{first, last, typ})
+	p.rs = append(p.rs, Range{first, last, typ})
 	a.n++
+	if typ == Renew {
+		a.renews++
+	}
 }
 
 // Len is how many acknowledgements (single offsets or ranges) are pending.
@@ -67,52 +89,143 @@ func (a *Acks) Len() int { return a.n }
 
 // HasRenew says whether a pending acknowledgement is a RENEW (which needs
 // a request with IsRenewAck).
-func (a *Acks) HasRenew() bool {
-	for _, rs := range a.m {
-		for _, r := range rs {
-			if r.Type == Renew {
-				return true
-			}
-		}
-	}
-	return false
-}
+func (a *Acks) HasRenew() bool { return a.renews > 0 }
 
 // Drain returns the pending acknowledgements batched: per partition (in a
 // stable order), sorted by offset, adjacent offsets of one type merged into
 // one batch. Where ranges overlap, the later acknowledgement of an offset
 // wins, except that a RENEW never overrides an earlier final type. Drain
-// empties a.
+// empties a. It costs O(n log n) in the pending acknowledgements.
 func (a *Acks) Drain() []PartAcks {
 	if a.n == 0 {
 		return nil
 	}
-	out := make([]PartAcks, 0, len(a.m))
-	for tp, rs := range a.m {
-		out = append(out, PartAcks{TP: tp, Batches: normalize(rs)})
-	}
-	slices.SortFunc(out, func(x, y PartAcks) int {
-		if c := slices.Compare(x.TP.ID[:], y.TP.ID[:]); c != 0 {
-			return c
+	out := make([]PartAcks, 0, len(a.parts))
+	keep := a.parts[:0]
+	for _, p := range a.parts {
+		if len(p.rs) == 0 {
+			continue // nothing since the last Drain: forgotten
 		}
-		return int(x.TP.Partition) - int(y.TP.Partition)
-	})
-	a.m, a.n = nil, 0
+		out = append(out, PartAcks{TP: p.tp, Batches: normalize(p.rs)})
+		// The buffer is kept for the partition's next acknowledgements.
+		p.rs = p.rs[:0]
+		keep = append(keep, p)
+	}
+	if len(keep) < len(a.parts) {
+		clear(a.parts[len(keep):])
+		a.parts = keep
+		clear(a.idx)
+		for i, p := range a.parts {
+			a.idx[p.tp] = i
+		}
+	}
+	slices.SortFunc(out, func(x, y PartAcks) int { return cmpTP(x.TP, y.TP) })
+	a.n, a.renews = 0, 0
 	return out
 }
 
+// seq is a range with the order it was added in.
+type seq struct {
+	Range
+	i int32
+}
+
 // normalize resolves overlaps (later wins, RENEW never overrides a final
-// type) and merges adjacent ranges of one type. Offsets are split at
-// range boundaries only, so the work is bounded by the number of ranges,
-// never by their width.
+// type) and merges adjacent ranges of one type, in O(n log n): offsets are
+// split at range boundaries only, so the work is bounded by the number of
+// ranges, never by their width.
 func normalize(rs []Range) []Range {
 	if len(rs) == 1 {
 		return []Range{rs[0]}
 	}
-	// Boundaries of every range; each elementary segment between two
-	// boundaries takes the type of the winning range covering it.
-	bounds := make([]int64, 0, 2*len(rs))
+	if out, ok := normalizeDense(rs); ok {
+		return out
+	}
+	ss := make([]seq, len(rs))
+	for i, r := range rs {
+		ss[i] = seq{r, int32(i)}
+	}
+	slices.SortFunc(ss, func(x, y seq) int {
+		if x.First != y.First {
+			if x.First < y.First {
+				return -1
+			}
+			return 1
+		}
+		return int(x.i - y.i)
+	})
+	overlap := false
+	for i := 1; i < len(ss); i++ {
+		if ss[i].First <= ss[i-1].Last {
+			overlap = true
+			break
+		}
+	}
+	if overlap {
+		return sweep(ss)
+	}
+	// The common case: disjoint ranges (one acknowledgement per record).
+	var out []Range
+	for _, s := range ss {
+		if n := len(out); n > 0 && out[n-1].Type == s.Type && out[n-1].Last+1 == s.First {
+			out[n-1].Last = s.Last
+			continue
+		}
+		out = append(out, s.Range)
+	}
+	return out
+}
+
+// normalizeDense is the common case in O(n): one acknowledgement per
+// record, each offset once, the offsets close together (those of a few
+// fetches). It lays the types out by offset and reads them back in order;
+// false when the ranges are not like that.
+func normalizeDense(rs []Range) ([]Range, bool) {
+	lo, hi := rs[0].First, rs[0].First
 	for _, r := range rs {
+		if r.First != r.Last || r.Type < 0 {
+			return nil, false
+		}
+		lo, hi = min(lo, r.First), max(hi, r.First)
+	}
+	span := uint64(hi - lo) // hi >= lo: no overflow as unsigned
+	if span >= uint64(4*len(rs)+64) {
+		return nil, false
+	}
+	types := make([]int8, span+1)
+	for i := range types {
+		types[i] = -1
+	}
+	for _, r := range rs {
+		o := r.First - lo
+		if types[o] >= 0 {
+			return nil, false // acknowledged twice: overlap rules apply
+		}
+		types[o] = r.Type
+	}
+	var out []Range
+	for i, typ := range types {
+		if typ < 0 {
+			continue
+		}
+		o := lo + int64(i)
+		if n := len(out); n > 0 && out[n-1].Type == typ && out[n-1].Last+1 == o {
+			out[n-1].Last = o
+			continue
+		}
+		out = append(out, Range{o, o, typ})
+	}
+	return out, true
+}
+
+// sweep normalises overlapping ranges ss (sorted by First, then order):
+// over each elementary segment between two range boundaries, the type is
+// that of the latest final (non-RENEW) range covering it, else RENEW if a
+// RENEW covers it. The covering ranges are kept in two heaps by order,
+// the ones that ended before the segment dropped lazily from the top.
+func sweep(ss []seq) []Range {
+	bounds := make([]int64, 0, 2*len(ss))
+	for _, r := range ss {
 		bounds = append(bounds, r.First)
 		if r.Last < 1<<63-1 {
 			bounds = append(bounds, r.Last+1)
@@ -120,21 +233,30 @@ func normalize(rs []Range) []Range {
 	}
 	slices.Sort(bounds)
 	bounds = slices.Compact(bounds)
+	var final, renew seqHeap
 	var out []Range
-	for i, lo := range bounds {
+	j := 0
+	for bi, lo := range bounds {
 		hi := int64(1<<63 - 1)
-		if i+1 < len(bounds) {
-			hi = bounds[i+1] - 1
+		if bi+1 < len(bounds) {
+			hi = bounds[bi+1] - 1
 		}
-		typ, ok := int8(0), false
-		for _, r := range rs {
-			if r.First <= lo && lo <= r.Last {
-				if !ok || r.Type != Renew || typ == Renew {
-					typ, ok = r.Type, true
-				}
+		for ; j < len(ss) && ss[j].First <= lo; j++ {
+			if ss[j].Type == Renew {
+				renew.push(ss[j])
+			} else {
+				final.push(ss[j])
 			}
 		}
-		if !ok {
+		final.dropBefore(lo)
+		renew.dropBefore(lo)
+		var typ int8
+		switch {
+		case len(final) > 0:
+			typ = final[0].Type
+		case len(renew) > 0:
+			typ = Renew
+		default:
 			continue
 		}
 		if n := len(out); n > 0 && out[n-1].Type == typ && out[n-1].Last+1 == lo {
@@ -144,6 +266,49 @@ func normalize(rs []Range) []Range {
 		out = append(out, Range{lo, hi, typ})
 	}
 	return out
+}
+
+// seqHeap is a max-heap of ranges by the order they were added in.
+type seqHeap []seq
+
+func (h *seqHeap) push(s seq) {
+	*h = append(*h, s)
+	q := *h
+	for i := len(q) - 1; i > 0; {
+		p := (i - 1) / 2
+		if q[p].i >= q[i].i {
+			break
+		}
+		q[p], q[i] = q[i], q[p]
+		i = p
+	}
+}
+
+// dropBefore pops the top while it ends before lo: the top is then the
+// latest range covering lo, if any (ranges below it that ended are
+// dropped when they surface).
+func (h *seqHeap) dropBefore(lo int64) {
+	for len(*h) > 0 && (*h)[0].Last < lo {
+		q := *h
+		n := len(q) - 1
+		q[0] = q[n]
+		q = q[:n]
+		for i := 0; ; {
+			c := 2*i + 1
+			if c >= n {
+				break
+			}
+			if c+1 < n && q[c+1].i > q[c].i {
+				c++
+			}
+			if q[i].i >= q[c].i {
+				break
+			}
+			q[i], q[c] = q[c], q[i]
+			i = c
+		}
+		*h = q
+	}
 }
 
 // Acquired is the set of acquired offset ranges of one partition of a
@@ -210,6 +375,49 @@ func (a Acquired) Lookup(offset int64) (int16, bool) {
 		return a.rs[i].delivery, true
 	}
 	return 0, false
+}
+
+// LookupFrom is Lookup for offsets in ascending order: *cur, a cursor
+// starting at 0, remembers the range the last offset fell in, so a batch's
+// records cost a comparison each rather than a search. Any order is
+// answered right; out of order it searches.
+func (a Acquired) LookupFrom(offset int64, cur *int) (int16, bool) {
+	i := *cur
+	if i < 0 || i >= len(a.rs) || offset < a.rs[i].first {
+		d, ok := a.Lookup(offset)
+		i, _ = slices.BinarySearchFunc(a.rs, offset, func(r acq, o int64) int {
+			if r.last < o {
+				return -1
+			}
+			return 1
+		})
+		*cur = i
+		return d, ok
+	}
+	for i < len(a.rs) && a.rs[i].last < offset {
+		i++
+	}
+	*cur = i
+	if i < len(a.rs) && a.rs[i].first <= offset {
+		return a.rs[i].delivery, true
+	}
+	return 0, false
+}
+
+// Overlaps says whether any offset of [first, last] was acquired: a batch
+// that holds none need not be decoded (brokers return whole batches, and
+// more of them than they acquired records in).
+func (a Acquired) Overlaps(first, last int64) bool {
+	if first > last {
+		return false
+	}
+	i, _ := slices.BinarySearchFunc(a.rs, first, func(r acq, o int64) int {
+		if r.last < o {
+			return -1
+		}
+		return 1
+	})
+	return i < len(a.rs) && a.rs[i].first <= last
 }
 
 // Gaps returns the acquired offsets in [first, last] that are not in recs
@@ -343,80 +551,188 @@ type Key struct {
 	TP     TP
 	Offset int64
 	ID     uint64
+	slot   int32 // where the Tracker keeps the acquisition (checked against ID)
 }
 
 type entry struct {
-	id       uint64
+	tp       TP
+	idx      *offIndex // tp's
+	offset   int64
+	id       uint64 // 0: a free slot
 	deadline time.Time
 	state    State
+	at       int32 // index in the heap of its state
 }
+
+// offIndex is one partition's held offsets, by offset: int64 keys take
+// the map's fast path.
+type offIndex struct{ m map[int64]int32 }
 
 // Tracker holds the records a member acquired through one broker's
 // session, each under an acquisition lock that ends at its deadline.
+//
+// Every operation costs what it changes, never what is held: records
+// live in a slab (a key names its slot, so Start, Hold and Finish take no
+// lookup), an index by offset serves redeliveries and renewals, and the
+// records of each state sit in a min-heap by deadline, so Next is O(1),
+// Expire O(expired · log n) and Due O(due).
 type Tracker struct {
-	m      map[TP]map[int64]*entry
+	slab   []entry
+	free   []int32
+	byTP   map[TP]*offIndex
+	empty  int       // indexes in byTP without offsets
+	last   *offIndex // the last partition acquired in (records come in runs of one)
+	lastTP TP
+	heaps  [3][]hent // per State, a min-heap by deadline
 	nextID uint64
-	counts [3]int
+	base   time.Time // ticks count from it
+	based  bool
+}
+
+// hent is a heap entry: the deadline as a tick, so sifting compares
+// integers in the heap's own array rather than times in the slab.
+type hent struct {
+	tick int64
+	slot int32
+}
+
+// tick is t as nanoseconds since the Tracker's base. Sub reads the
+// monotonic clock when both times have it, as Before does, so ticks order
+// as the times do.
+func (t *Tracker) tick(at time.Time) int64 {
+	if !t.based {
+		t.base, t.based = at, true
+	}
+	return int64(at.Sub(t.base))
 }
 
 // Acquire records offset as acquired until deadline and returns its key.
 // An offset already tracked (the broker handed it again) is replaced.
 func (t *Tracker) Acquire(tp TP, offset int64, deadline time.Time) Key {
-	if t.m == nil {
-		t.m = map[TP]map[int64]*entry{}
+	ix := t.last
+	if ix == nil || t.lastTP != tp {
+		if ix = t.byTP[tp]; ix == nil {
+			if t.byTP == nil {
+				t.byTP = map[TP]*offIndex{}
+			}
+			ix = &offIndex{m: map[int64]int32{}}
+			t.byTP[tp] = ix
+			t.empty++
+		}
+		t.last, t.lastTP = ix, tp
 	}
-	ps := t.m[tp]
-	if ps == nil {
-		ps = map[int64]*entry{}
-		t.m[tp] = ps
+	if old, ok := ix.m[offset]; ok {
+		t.drop(old, false) // no sweep: ix is about to get offset again
 	}
-	if old := ps[offset]; old != nil {
-		t.counts[old.state]--
+	if len(ix.m) == 0 {
+		t.empty--
+	}
+	var slot int32
+	if n := len(t.free); n > 0 {
+		slot = t.free[n-1]
+		t.free = t.free[:n-1]
+	} else {
+		slot = int32(len(t.slab))
+		t.slab = append(t.slab, entry{})
 	}
 	t.nextID++
-	ps[offset] = &entry{id: t.nextID, deadline: deadline, state: Queued}
-	t.counts[Queued]++
-	return Key{tp, offset, t.nextID}
+	t.slab[slot] = entry{tp: tp, idx: ix, offset: offset, id: t.nextID, deadline: deadline, state: Queued}
+	ix.m[offset] = slot
+	t.push(Queued, slot, t.tick(deadline))
+	return Key{tp, offset, t.nextID, slot}
 }
 
-func (t *Tracker) get(k Key) *entry {
-	e := t.m[k.TP][k.Offset]
-	if e == nil || e.id != k.ID {
-		return nil
+// get returns the slot of k, or -1 if k is not (or no longer) held. A
+// key from Acquire names its slot; any other finds it by offset.
+func (t *Tracker) get(k Key) int32 {
+	if k.ID == 0 {
+		return -1
 	}
-	return e
+	if k.slot >= 0 && int(k.slot) < len(t.slab) {
+		if e := &t.slab[k.slot]; e.id == k.ID && e.offset == k.Offset && e.tp == k.TP {
+			return k.slot
+		}
+	}
+	if slot, ok := t.lookup(k.TP, k.Offset); ok && t.slab[slot].id == k.ID {
+		return slot
+	}
+	return -1
 }
 
-func (t *Tracker) set(e *entry, s State) {
-	t.counts[e.state]--
+// lookup finds the slot of offset of tp.
+func (t *Tracker) lookup(tp TP, offset int64) (int32, bool) {
+	if ix := t.byTP[tp]; ix != nil {
+		slot, ok := ix.m[offset]
+		return slot, ok
+	}
+	return 0, false
+}
+
+func (t *Tracker) key(slot int32) Key {
+	e := &t.slab[slot]
+	return Key{e.tp, e.offset, e.id, slot}
+}
+
+func (t *Tracker) set(slot int32, s State) {
+	e := &t.slab[slot]
+	if e.state == s {
+		return
+	}
+	tick := t.heaps[e.state][e.at].tick
+	t.remove(e.state, e.at)
 	e.state = s
-	t.counts[s]++
+	t.push(s, slot, tick)
+}
+
+// release forgets the record in slot.
+func (t *Tracker) release(slot int32) { t.drop(slot, true) }
+
+// drop forgets the record in slot and, with sweep, drops the empty
+// partition indexes if there are many.
+func (t *Tracker) drop(slot int32, sweep bool) {
+	e := &t.slab[slot]
+	t.remove(e.state, e.at)
+	ix := e.idx
+	delete(ix.m, e.offset)
+	*e = entry{}
+	t.free = append(t.free, slot)
+	if len(ix.m) == 0 {
+		// Partitions come and go: drop the empty indexes now and then.
+		if t.empty++; sweep && t.empty > 64 {
+			for tp, ix := range t.byTP {
+				if len(ix.m) == 0 {
+					delete(t.byTP, tp)
+				}
+			}
+			t.empty, t.last = 0, nil
+		}
+	}
 }
 
 // Start moves a queued record to Running if its lock has not expired at
 // now. False: the record is no longer ours (stale key, or its lock
 // expired, in which case it is dropped: the broker redelivers it).
 func (t *Tracker) Start(k Key, now time.Time) bool {
-	e := t.get(k)
-	if e == nil || e.state != Queued {
+	slot := t.get(k)
+	if slot < 0 || t.slab[slot].state != Queued {
 		return false
 	}
-	if !now.Before(e.deadline) {
-		t.remove(k)
+	if !now.Before(t.slab[slot].deadline) {
+		t.release(slot)
 		return false
 	}
-	t.set(e, Running)
+	t.set(slot, Running)
 	return true
 }
 
 // Hold moves a running record to Held: its handler returned without
 // acknowledging it.
 func (t *Tracker) Hold(k Key) bool {
-	e := t.get(k)
-	if e == nil {
+	slot := t.get(k)
+	if slot < 0 {
 		return false
 	}
-	t.set(e, Held)
+	t.set(slot, Held)
 	return true
 }
 
@@ -424,39 +740,46 @@ func (t *Tracker) Hold(k Key) bool {
 // whether it was still ours (an acknowledgement for a stale key or an
 // expired lock is not sent: the broker would refuse the whole batch).
 func (t *Tracker) Finish(k Key, now time.Time) bool {
-	e := t.get(k)
-	if e == nil {
+	slot := t.get(k)
+	if slot < 0 {
 		return false
 	}
-	t.remove(k)
-	return now.Before(e.deadline)
+	alive := now.Before(t.slab[slot].deadline)
+	t.release(slot)
+	return alive
 }
 
 // Alive says whether k is held and its lock has not expired at now.
 func (t *Tracker) Alive(k Key, now time.Time) bool {
-	e := t.get(k)
-	return e != nil && now.Before(e.deadline)
-}
-
-func (t *Tracker) remove(k Key) {
-	ps := t.m[k.TP]
-	e := ps[k.Offset]
-	t.counts[e.state]--
-	delete(ps, k.Offset)
-	if len(ps) == 0 {
-		delete(t.m, k.TP)
-	}
+	slot := t.get(k)
+	return slot >= 0 && now.Before(t.slab[slot].deadline)
 }
 
 // Due returns the records in state s whose lock ends before now+margin
-// (and has not ended yet): those to renew.
+// (and has not ended yet): those to renew. It visits only the part of the
+// heap that ends before now+margin.
 func (t *Tracker) Due(s State, now time.Time, margin time.Duration) []Key {
+	h := t.heaps[s]
+	if len(h) == 0 {
+		return nil
+	}
+	from, until := t.tick(now), t.tick(now.Add(margin))
+	if h[0].tick >= until {
+		return nil
+	}
 	var out []Key
-	for tp, ps := range t.m {
-		for off, e := range ps {
-			if e.state == s && now.Before(e.deadline) && e.deadline.Before(now.Add(margin)) {
-				out = append(out, Key{tp, off, e.id})
-			}
+	stack := []int32{0}
+	for len(stack) > 0 {
+		i := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if h[i].tick >= until {
+			continue // nor any of its subtree
+		}
+		if from < h[i].tick {
+			out = append(out, t.key(h[i].slot))
+		}
+		for c := 2*i + 1; c <= 2*i+2 && int(c) < len(h); c++ {
+			stack = append(stack, c)
 		}
 	}
 	return out
@@ -465,47 +788,47 @@ func (t *Tracker) Due(s State, now time.Time, margin time.Duration) []Key {
 // Extend moves the lock deadline of k (renewed by a request sent at the
 // time the new deadline counts from).
 func (t *Tracker) Extend(k Key, deadline time.Time) {
-	if e := t.get(k); e != nil && deadline.After(e.deadline) {
-		e.deadline = deadline
+	if slot := t.get(k); slot >= 0 {
+		t.extend(slot, deadline)
 	}
 }
 
 // ExtendOffset moves the lock deadline of whatever acquisition of offset
 // is held (renewals name offsets, not acquisitions).
 func (t *Tracker) ExtendOffset(tp TP, offset int64, deadline time.Time) {
-	if e := t.m[tp][offset]; e != nil && deadline.After(e.deadline) {
+	if slot, ok := t.lookup(tp, offset); ok {
+		t.extend(slot, deadline)
+	}
+}
+
+func (t *Tracker) extend(slot int32, deadline time.Time) {
+	e := &t.slab[slot]
+	if deadline.After(e.deadline) {
 		e.deadline = deadline
+		t.heaps[e.state][e.at].tick = t.tick(deadline)
+		t.down(e.state, e.at)
 	}
 }
 
 // Next returns the earliest deadline among records in state s, and false
 // if there are none.
 func (t *Tracker) Next(s State) (time.Time, bool) {
-	var at time.Time
-	ok := false
-	for _, ps := range t.m {
-		for _, e := range ps {
-			if e.state == s && (!ok || e.deadline.Before(at)) {
-				at, ok = e.deadline, true
-			}
-		}
+	if h := t.heaps[s]; len(h) > 0 {
+		return t.slab[h[0].slot].deadline, true
 	}
-	return at, ok
+	return time.Time{}, false
 }
 
 // Expire drops every record whose lock ended at now and returns how many.
 func (t *Tracker) Expire(now time.Time) int {
-	n := 0
-	for tp, ps := range t.m {
-		for off, e := range ps {
-			if !now.Before(e.deadline) {
-				t.counts[e.state]--
-				delete(ps, off)
-				n++
-			}
-		}
-		if len(ps) == 0 {
-			delete(t.m, tp)
+	if t.Len() == 0 {
+		return 0
+	}
+	n, at := 0, t.tick(now)
+	for s := range t.heaps {
+		for len(t.heaps[s]) > 0 && t.heaps[s][0].tick <= at {
+			t.release(t.heaps[s][0].slot)
+			n++
 		}
 	}
 	return n
@@ -515,29 +838,86 @@ func (t *Tracker) Expire(now time.Time) int {
 // still alive at now (to release them), dropping the expired ones.
 func (t *Tracker) Take(now time.Time, states ...State) []Key {
 	var out []Key
-	for tp, ps := range t.m {
-		for off, e := range ps {
-			if !slices.Contains(states, e.state) {
-				continue
+	for _, s := range states {
+		for len(t.heaps[s]) > 0 {
+			slot := t.heaps[s][len(t.heaps[s])-1].slot
+			if now.Before(t.slab[slot].deadline) {
+				out = append(out, t.key(slot))
 			}
-			if now.Before(e.deadline) {
-				out = append(out, Key{tp, off, e.id})
-			}
-			t.counts[e.state]--
-			delete(ps, off)
-		}
-		if len(ps) == 0 {
-			delete(t.m, tp)
+			t.release(slot)
 		}
 	}
 	return out
 }
 
 // Count returns how many records are in state s.
-func (t *Tracker) Count(s State) int { return t.counts[s] }
+func (t *Tracker) Count(s State) int { return len(t.heaps[s]) }
 
 // Len is how many records are held in any state.
-func (t *Tracker) Len() int { return t.counts[Queued] + t.counts[Running] + t.counts[Held] }
+func (t *Tracker) Len() int { return len(t.heaps[Queued]) + len(t.heaps[Running]) + len(t.heaps[Held]) }
+
+// The heaps: a binary min-heap by deadline per state, of slab slots; each
+// entry knows its index (at) so it can be removed or moved in O(log n).
+
+func (t *Tracker) swap(h []hent, i, j int32) {
+	h[i], h[j] = h[j], h[i]
+	t.slab[h[i].slot].at, t.slab[h[j].slot].at = i, j
+}
+
+func (t *Tracker) push(s State, slot int32, tick int64) {
+	t.heaps[s] = append(t.heaps[s], hent{tick, slot})
+	i := int32(len(t.heaps[s]) - 1)
+	t.slab[slot].at = i
+	t.up(s, i)
+}
+
+func (t *Tracker) remove(s State, i int32) {
+	h := t.heaps[s]
+	last := int32(len(h) - 1)
+	if i != last {
+		t.swap(h, i, last)
+	}
+	t.heaps[s] = h[:last]
+	if i != last {
+		if !t.down(s, i) {
+			t.up(s, i)
+		}
+	}
+}
+
+func (t *Tracker) up(s State, i int32) {
+	h := t.heaps[s]
+	for i > 0 {
+		p := (i - 1) / 2
+		if h[i].tick >= h[p].tick {
+			break
+		}
+		t.swap(h, i, p)
+		i = p
+	}
+}
+
+// down sifts i down and says whether it moved.
+func (t *Tracker) down(s State, i int32) bool {
+	h := t.heaps[s]
+	n := int32(len(h))
+	i0 := i
+	for {
+		c := 2*i + 1
+		if c >= n || c < 0 {
+			break
+		}
+		if r := c + 1; r < n && h[r].tick < h[c].tick {
+			c = r
+		}
+		if h[c].tick >= h[i].tick {
+			break
+		}
+		t.swap(h, i, c)
+		i = c
+	}
+	return i > i0
+}
 
 // IsSessionError says whether a top-level error code means the session is
 // gone or out of step: the member resets it and opens a new one.

@@ -166,12 +166,35 @@ func FuzzAcquired(f *testing.F) {
 			}
 			return false
 		}
+		cur := 0
 		for o := int64(-10); o < 300; o++ {
-			if _, ok := a.Lookup(o); ok != in(o) {
+			d, ok := a.Lookup(o)
+			if ok != in(o) {
 				t.Fatalf("Lookup(%d)=%v want %v (raw %v)", o, ok, in(o), raw)
+			}
+			if d2, ok2 := a.LookupFrom(o, &cur); d2 != d || ok2 != ok {
+				t.Fatalf("LookupFrom(%d)=%d,%v want %d,%v (raw %v)", o, d2, ok2, d, ok, raw)
+			}
+		}
+		// Out of order and repeated: still right.
+		for j, b := range rb {
+			o := int64(b) - 8
+			if j%3 == 0 {
+				o = int64(b) * 2
+			}
+			d, ok := a.Lookup(o)
+			if d2, ok2 := a.LookupFrom(o, &cur); d2 != d || ok2 != ok {
+				t.Fatalf("LookupFrom(%d) out of order = %d,%v want %d,%v (raw %v)", o, d2, ok2, d, ok, raw)
 			}
 		}
 		first, last = first%300, last%300
+		anyIn := false
+		for o := first; o <= last; o++ {
+			anyIn = anyIn || in(o)
+		}
+		if got := a.Overlaps(first, last); got != anyIn {
+			t.Fatalf("Overlaps(%d, %d) = %v want %v (raw %v)", first, last, got, anyIn, raw)
+		}
 		var recs []int64
 		for _, b := range recb {
 			recs = append(recs, int64(b))
