@@ -125,6 +125,9 @@ func (sc *ShareConsumer) Acknowledge(r *Record, t AcknowledgeType) error {
 	if t < AckAccept || t > AckRenew {
 		return fmt.Errorf("%w: acknowledge type %d", ErrInvalidConfig, t)
 	}
+	if r.share == nil {
+		return ErrNotAcquired
+	}
 	f := r.share.f
 	if f == nil || f.sc != sc {
 		return ErrNotAcquired

@@ -755,12 +755,14 @@ func (f *shareFetcher) take(resp *kmsg.ShareFetchResponse, names map[[16]byte]st
 	f.taken = len(out)
 	sc.busy.Add(int64(len(out)))
 	redelivered := 0
+	refs := make([]shareRef, len(out)) // one block per fetch, like the records
 	f.mu.Lock()
 	i := 0
 	for _, sg := range segs {
 		for ; i < sg.end; i++ {
 			r := out[i]
-			r.share = shareRef{f: f, key: f.tr.Acquire(sg.tp, r.Offset, deadline)}
+			refs[i] = shareRef{f: f, key: f.tr.Acquire(sg.tp, r.Offset, deadline)}
+			r.share = &refs[i]
 			if r.DeliveryCount > 1 {
 				redelivered++
 			}
