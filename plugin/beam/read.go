@@ -91,51 +91,33 @@ func TryRead(s beam.Scope, brokers []string, topics []string, opts ...ReadOption
 	return tryParDo1(s, &readFn{Spec: spec}, parts)
 }
 
-// plan plans topics once through a ranges.Planner: the group's committed
-// offsets, else the start spec, up to the high watermark. It returns, per
-// partition, where reading starts and the planned end (only partitions
-// with something to read when bounded; every partition when unbounded,
-// with no end). With CommitOffsets it first commits the starting offsets
-// so a moving start spec is pinned where the read began.
-func plan(ctx context.Context, cl *riffle.Client, spec *readSpec, topics []string, unbounded bool) ([]partition, error) {
+// newPlanner returns a ranges.Planner of topics with the read's group,
+// start spec and isolation.
+func newPlanner(cl *riffle.Client, spec *readSpec, topics []string) (*ranges.Planner, error) {
 	opts := []ranges.Option{ranges.StartAt(spec.start())}
 	if spec.ReadCommitted {
 		opts = append(opts, ranges.ReadCommitted())
 	}
-	planner, err := ranges.NewPlanner(cl, spec.Group, topics, opts...)
-	if err != nil {
-		return nil, err
-	}
+	return ranges.NewPlanner(cl, spec.Group, topics, opts...)
+}
+
+// planRound runs one planning round: on the first, from the group's
+// committed offsets, else the start spec, up to the high watermark; on
+// later ones (the planner refreshes metadata) partitions added since start
+// at their earliest offset. With CommitOffsets it then commits the
+// starting offsets it has not committed yet, so a moving start spec is
+// pinned where the read began.
+func planRound(ctx context.Context, planner *ranges.Planner, spec *readSpec, topics []string) ([]ranges.Range, error) {
 	rs, err := planner.Next(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("riffbeam: planning %v: %w", topics, err)
 	}
-	cp := planner.Checkpoint()
 	if spec.Commit {
-		if err := cp.Commit(ctx); err != nil {
+		if err := planner.Checkpoint().Commit(ctx); err != nil {
 			return nil, fmt.Errorf("riffbeam: committing the starting offsets of group %q: %w", spec.Group, err)
 		}
 	}
-	var out []partition
-	if !unbounded {
-		for _, rg := range rs {
-			out = append(out, partition{Topic: rg.Topic, Partition: rg.Partition, Start: rg.Low, End: rg.High})
-		}
-		return out, nil
-	}
-	for tp, o := range cp.Offsets() {
-		out = append(out, partition{Topic: tp.Topic, Partition: tp.Partition, Start: o, End: unboundedEnd})
-	}
-	slices.SortFunc(out, func(a, b partition) int {
-		if a.Topic != b.Topic {
-			if a.Topic < b.Topic {
-				return -1
-			}
-			return 1
-		}
-		return int(a.Partition - b.Partition)
-	})
-	return out, nil
+	return rs, nil
 }
 
 // planFn plans a bounded read once, when the pipeline runs.
@@ -158,14 +140,20 @@ func (fn *planFn) Teardown() {
 	}
 }
 
-// ProcessElement plans the topics and emits one partition per range.
+// ProcessElement plans the topics once, up to their high watermarks as
+// of now, and emits one partition per range: the partitions with
+// something to read.
 func (fn *planFn) ProcessElement(ctx context.Context, _ []byte, emit func(partition)) error {
-	parts, err := plan(ctx, fn.cl, &fn.Spec, fn.Spec.Topics, false)
+	planner, err := newPlanner(fn.cl, &fn.Spec, fn.Spec.Topics)
 	if err != nil {
 		return err
 	}
-	for _, p := range parts {
-		emit(p)
+	rs, err := planRound(ctx, planner, &fn.Spec, fn.Spec.Topics)
+	if err != nil {
+		return err
+	}
+	for _, rg := range rs {
+		emit(partition{Topic: rg.Topic, Partition: rg.Partition, Start: rg.Low, End: rg.High})
 	}
 	return nil
 }
@@ -176,8 +164,9 @@ func (fn *planFn) ProcessElement(ctx context.Context, _ []byte, emit func(partit
 // exist when it starts begin at the group's committed offsets or the
 // start spec; later ones at their earliest offset.
 type discoverFn struct {
-	Spec readSpec
-	cl   *riffle.Client
+	Spec     readSpec
+	cl       *riffle.Client
+	planners map[string]*ranges.Planner // per topic, kept across resumptions
 }
 
 // Setup opens the client.
@@ -220,40 +209,60 @@ func (fn *discoverFn) TruncateRestriction(rt *tracker, _ string) offsetrange.Res
 // after the discovery interval (or stops, with Until).
 func (fn *discoverFn) ProcessElement(ctx context.Context, rt *tracker, topic string, emit func(partition)) (sdf.ProcessContinuation, error) {
 	rest := rt.rest()
-	var found []partition
-	if rest.Start == 0 {
-		parts, err := plan(ctx, fn.cl, &fn.Spec, []string{topic}, true)
-		if err != nil {
+	planner, ok := fn.planners[topic]
+	if !ok {
+		var err error
+		if planner, err = newPlanner(fn.cl, &fn.Spec, []string{topic}); err != nil {
 			return sdf.StopProcessing(), err
 		}
-		found = parts
-	} else {
+		if fn.planners == nil {
+			fn.planners = map[string]*ranges.Planner{}
+		}
+		fn.planners[topic] = planner
+		if rest.Start > 0 {
+			// Resumed on a new instance: a first round to start from,
+			// and the round below refreshes metadata.
+			if _, err := planRound(ctx, planner, &fn.Spec, []string{topic}); err != nil {
+				return sdf.StopProcessing(), err
+			}
+		}
+	}
+	if _, err := planRound(ctx, planner, &fn.Spec, []string{topic}); err != nil {
+		return sdf.StopProcessing(), err
+	}
+	var found []partition
+	var fresh []riffle.TopicPartition // not emitted yet, and new since the pipeline started
+	for tp, o := range planner.Checkpoint().Offsets() {
+		if int64(tp.Partition) < rest.Start {
+			continue
+		}
+		found = append(found, partition{Topic: topic, Partition: tp.Partition, Start: o, End: unboundedEnd})
+		if rest.Start > 0 {
+			fresh = append(fresh, tp)
+		}
+	}
+	if len(fresh) > 0 && !ok {
+		// This instance's first round started partitions added after
+		// the pipeline started at the group's offsets: start them at
+		// their earliest, as a running discovery does.
 		los, err := fn.cl.Admin().ListOffsets(ctx, riffle.OffsetEarliest, topic)
 		if err != nil {
 			return sdf.StopProcessing(), fmt.Errorf("riffbeam: listing partitions of %s: %w", topic, err)
 		}
-		commits := map[riffle.TopicPartition]int64{}
+		earliest := map[int32]int64{}
 		for _, lo := range los {
-			if int64(lo.Partition) < rest.Start {
-				continue
+			if lo.Err == nil {
+				earliest[lo.Partition] = lo.Offset
 			}
-			if lo.Err != nil {
-				return sdf.StopProcessing(), fmt.Errorf("riffbeam: listing %s[%d]: %w", topic, lo.Partition, lo.Err)
-			}
-			found = append(found, partition{Topic: topic, Partition: lo.Partition, Start: lo.Offset, End: unboundedEnd})
-			commits[riffle.TopicPartition{Topic: topic, Partition: lo.Partition}] = lo.Offset
 		}
-		slices.SortFunc(found, func(a, b partition) int { return int(a.Partition - b.Partition) })
-		if fn.Spec.Commit && len(commits) > 0 {
-			if err := fn.cl.Admin().AlterGroupOffsets(ctx, fn.Spec.Group, commits); err != nil {
-				return sdf.StopProcessing(), fmt.Errorf("riffbeam: committing the starting offsets of new partitions of %s: %w", topic, err)
+		for i := range found {
+			if o, ok := earliest[found[i].Partition]; ok {
+				found[i].Start = o
 			}
 		}
 	}
+	slices.SortFunc(found, func(a, b partition) int { return int(a.Partition - b.Partition) })
 	for _, p := range found {
-		if int64(p.Partition) < rest.Start {
-			continue
-		}
 		if !rt.TryClaim(int64(p.Partition)) {
 			return sdf.StopProcessing(), nil
 		}
