@@ -2,12 +2,16 @@
 // pipelines, through Riffle: no Java expansion service, no cross-language
 // transform.
 //
-// Import it under its package name next to Beam's:
+// A pipeline that reads a topic, counts its values and writes the counts
+// to another topic, committing what it read to a consumer group:
 //
-//	import (
-//		"github.com/apache/beam/sdks/v2/go/pkg/beam"
-//		riffbeam "github.com/riffle-go/riffle/plugin/beam"
-//	)
+//	p, s := beam.NewPipelineWithRoot()
+//	records := riffbeam.Read(s, brokers, []string{"events"}, riffbeam.Group("colors"), riffbeam.CommitOffsets())
+//	counts := stats.Count(s, beam.ParDo(s, valueOf, records))
+//	riffbeam.Write(s, brokers, "counts", beam.ParDo(s, countRecord, counts))
+//	if _, err := beam.Run(ctx, "prism", p); err != nil {
+//		log.Fatal(err)
+//	}
 //
 // [Read] is a splittable DoFn whose restrictions are offset ranges of
 // partitions. A bounded read plans every partition once, when the
