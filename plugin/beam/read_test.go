@@ -1,7 +1,6 @@
 package riffbeam
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"time"
@@ -70,5 +69,4 @@ func TestTryReadInvalid(t *testing.T) {
 			t.Errorf("%s: %v, want ErrInvalidOption", name, err)
 		}
 	}
-	_ = context.Background
 }

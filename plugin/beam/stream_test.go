@@ -1,7 +1,6 @@
 package riffbeam
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -108,5 +107,4 @@ func TestBoundedUntil(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkExactly(t, c, "events", nil, map[int32]int64{0: 10, 1: 10})
-	_ = context.Background
 }
