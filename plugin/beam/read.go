@@ -272,7 +272,7 @@ func (fn *discoverFn) ProcessElement(ctx context.Context, rt *tracker, topic str
 	if until := fn.Spec.UntilMillis; until > 0 {
 		done := time.Now().UnixMilli() >= until
 		if !done {
-			past, err := allPast(ctx, fn.cl, topic, until)
+			past, err := allPast(ctx, fn.cl, topic, until, rt.rest().Start+int64(len(found)))
 			if err != nil {
 				return sdf.StopProcessing(), err
 			}
@@ -287,8 +287,9 @@ func (fn *discoverFn) ProcessElement(ctx context.Context, rt *tracker, topic str
 }
 
 // allPast reports whether every partition of topic has a record with a
-// timestamp at or after ms (Until's end).
-func allPast(ctx context.Context, cl *riffle.Client, topic string, ms int64) (bool, error) {
+// timestamp at or after ms (Until's end), and there are no more than the
+// emitted partitions (a partition not emitted yet is read first).
+func allPast(ctx context.Context, cl *riffle.Client, topic string, ms int64, emitted int64) (bool, error) {
 	los, err := cl.Admin().ListOffsets(ctx, ms, topic)
 	if err != nil {
 		return false, fmt.Errorf("riffbeam: listing offsets of %s at %d: %w", topic, ms, err)
@@ -301,7 +302,7 @@ func allPast(ctx context.Context, cl *riffle.Client, topic string, ms int64) (bo
 			return false, nil
 		}
 	}
-	return len(los) > 0, nil
+	return len(los) > 0 && int64(len(los)) <= emitted, nil
 }
 
 // errStop ends a read from inside its record callback.
