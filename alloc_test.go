@@ -3,6 +3,8 @@ package riffle
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,15 +18,34 @@ import (
 // deterministic, unlike timings, so these fail CI when a change adds
 // per-record allocations. The figures they guard are in the comments.
 
+// countHooks counts data-path events without allocating.
+type countHooks struct{ produce, fetch, rebalance, commit atomic.Int64 }
+
+func (h *countHooks) OnProduceBatch(e ProduceBatchEvent) { h.produce.Add(int64(e.Records)) }
+func (h *countHooks) OnFetchBatch(e FetchBatchEvent)     { h.fetch.Add(int64(e.Records)) }
+func (h *countHooks) OnRebalance(RebalanceEvent)         { h.rebalance.Add(1) }
+func (h *countHooks) OnCommit(CommitEvent)               { h.commit.Add(1) }
+
+// withAndWithoutHooks runs f without data-path hooks and with them.
+func withAndWithoutHooks(t *testing.T, f func(t *testing.T, opts ...Option)) {
+	t.Run("no hooks", func(t *testing.T) { f(t) })
+	t.Run("hooks", func(t *testing.T) { f(t, WithHooks(&countHooks{})) })
+}
+
 // Producing a record that goes into an open batch allocates nothing: the
 // batch's buffers grow geometrically and are pooled across batches, and
-// the limiter and partitioner take no allocations.
+// the limiter and partitioner take no allocations. Data-path hooks are
+// called per batch, so installing them changes nothing here.
 func TestProduceAllocsPerRecord(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs a cluster")
 	}
+	withAndWithoutHooks(t, testProduceAllocsPerRecord)
+}
+
+func testProduceAllocsPerRecord(t *testing.T, opts ...Option) {
 	c := newFake(t, kfake.SeedTopics(4, "t"))
-	cl := newTestClient(t, SeedBrokers(c.ListenAddrs()...))
+	cl := newTestClient(t, append(opts, SeedBrokers(c.ListenAddrs()...))...)
 	// A long linger and large batches: the measured calls only buffer,
 	// so no goroutine sends (or allocates) meanwhile.
 	p, err := NewProducer(cl, Linger(time.Hour), DeliveryTimeout(2*time.Hour), MaxBatchBytes(16<<20))
@@ -59,13 +80,18 @@ func TestProduceAllocsPerRecord(t *testing.T) {
 // Consuming: decoding a fetched partition into the slab, buffering it and
 // handing every record to a record handler allocates per fetch, not per
 // record: the slab and its pointer segment. (The fetch request and the
-// response frame are per broker fetch, outside this test.)
+// response frame are per broker fetch, outside this test.) A
+// FetchBatchHook adds nothing: its event is passed by value.
 func TestConsumeAllocsPerFetch(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs a cluster")
 	}
+	withAndWithoutHooks(t, testConsumeAllocsPerFetch)
+}
+
+func testConsumeAllocsPerFetch(t *testing.T, opts ...Option) {
 	c := newFake(t)
-	cl := newTestClient(t, SeedBrokers(c.ListenAddrs()...))
+	cl := newTestClient(t, append(opts, SeedBrokers(c.ListenAddrs()...))...)
 	const perBatch, batches = 100, 10
 	const perFetch = perBatch * batches
 	handled := make(chan struct{}, 1)
@@ -125,4 +151,53 @@ func TestConsumeAllocsPerFetch(t *testing.T) {
 	if allocs > 3 {
 		t.Fatalf("%v allocations per fetch of %d records, want at most 3", allocs, perFetch)
 	}
+	if len(opts) > 0 {
+		if got := cl.hooks.fetch[0].(*countHooks).fetch.Load(); got != 51*perFetch {
+			t.Fatalf("hook counted %d fetched records, want %d", got, 51*perFetch)
+		}
+	}
+}
+
+// Finishing a produced batch (its outcome, the buffer release, the
+// callbacks) allocates nothing, with or without a ProduceBatchHook, on
+// success and on failure.
+func TestProduceBatchFinishAllocs(t *testing.T) {
+	withAndWithoutHooks(t, func(t *testing.T, opts ...Option) {
+		cl := newTestClient(t, append(opts, SeedBrokers("127.0.0.1:1"))...)
+		p, err := NewProducer(cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close(context.Background())
+		const runs, perBatch = 200, 10
+		recs := make([]Record, perBatch)
+		cb := func(*Record, error) {}
+		batches := make([]pbatch, runs+1)
+		for i := range batches {
+			b := &batches[i]
+			b.created, b.wireBytes, b.rawBytes = time.Now(), 500, 1000
+			for j := range recs {
+				b.recs = append(b.recs, pendingRecord{rec: &recs[j], fn: cb, size: 100})
+			}
+		}
+		failure := fmt.Errorf("t[0]: %w", ErrNotLeaderForPartition)
+		i := 0
+		allocs := testing.AllocsPerRun(runs, func() {
+			err := error(nil)
+			if i%2 == 1 {
+				err = failure
+			}
+			p.finish(&batches[i], "t", 0, 100, err)
+			i++
+		})
+		if allocs > 0 {
+			t.Fatalf("%v allocations per finished batch, want 0", allocs)
+		}
+		if len(opts) > 0 {
+			// AllocsPerRun calls f once more than runs (a warm-up).
+			if got := cl.hooks.produce[0].(*countHooks).produce.Load(); got != (runs+1)*perBatch {
+				t.Fatalf("hook counted %d records, want %d", got, (runs+1)*perBatch)
+			}
+		}
+	})
 }

@@ -23,6 +23,8 @@ type Client struct {
 	log *slog.Logger
 
 	groupMember atomic.Bool // a group consumer uses this client
+	hooks       dataHooks   // data-path hooks (hooks.go)
+	telemetry   *telemetry  // KIP-714 pushes (TelemetryPush), or nil
 }
 
 // NewClient returns a client for the cluster reachable through the seed
@@ -61,9 +63,16 @@ func NewClient(opts ...Option) (*Client, error) {
 		MaxVersions:     versionCaps(cfg.maxVersions),
 		Logger:          log,
 	}
+	var obs conn.Observer
 	if o := newHookObserver(cfg.hooks); o != nil {
-		cc.Observer = o
+		obs = o
 	}
+	var tobs *telemetryObserver
+	if cfg.telemetry != nil {
+		tobs = &telemetryObserver{next: obs}
+		obs = tobs
+	}
+	cc.Observer = obs
 	cl, err := cluster.New(cluster.Config{
 		Seeds:               cfg.seeds,
 		Conn:                cc,
@@ -80,15 +89,28 @@ func NewClient(opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{cfg: cfg, cl: cl, log: log}, nil
+	c := &Client{cfg: cfg, cl: cl, log: log, hooks: newDataHooks(cfg.hooks)}
+	if tobs != nil {
+		c.telemetry = newTelemetry(cl, cfg.telemetry, log, &cfg)
+		tobs.t = c.telemetry
+		c.telemetry.start()
+	}
+	return c, nil
 }
 
 // Version is Riffle's version, sent to brokers in ApiVersions (KIP-511).
 const Version = "0.1.0"
 
 // Close closes every connection and stops every goroutine of the client.
-// Calls in progress fail with ErrClientClosed.
-func (c *Client) Close() { c.cl.Close() }
+// Calls in progress fail with ErrClientClosed. With TelemetryPush, the
+// last telemetry push (Terminating) goes out first, waiting at most the
+// RequestTimeout.
+func (c *Client) Close() {
+	if c.telemetry != nil {
+		c.telemetry.close()
+	}
+	c.cl.Close()
+}
 
 // Ping checks that some broker answers, refreshing the cluster metadata.
 // When none does, the error is an *UnreachableError naming each address.

@@ -79,6 +79,15 @@ type cpart struct {
 	fetchErr     *PartitionError // stops the partition once buf drains
 	err          *PartitionError
 	idleCh       chan struct{} // closed when a revoked partition stops running
+
+	// The records of the chunk a runner took from buf that it has not
+	// handed to the handler (or the sink) yet, and their size: they are
+	// still buffered for Stats. Without them, between the take and the
+	// hand-over, Stats showed nothing buffered and Position == Processed
+	// while fetchOffset was already past the chunk, as if every record
+	// fetched had been handled.
+	inHand      int
+	inHandBytes int64
 }
 
 func newCPart(cs *Consumer, a Assignment) *cpart {
@@ -119,9 +128,22 @@ func (p *cpart) fetchWant(node int32) (w fetch.Want, epoch uint64, behind, ok bo
 // preferred read replica, KIP-392).
 func (p *cpart) applyFetch(node int32, epoch uint64, offset int64, leaderEpoch int32, res fetch.Partition, recs []Record) (moved, replaced bool) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	moved, replaced, applied, bytes := p.applyFetchLocked(node, epoch, offset, leaderEpoch, res, recs)
+	if !applied || len(p.cs.c.hooks.fetch) == 0 {
+		p.mu.Unlock()
+		return moved, replaced
+	}
+	e := p.fetchEventLocked(res, len(recs), bytes)
+	p.mu.Unlock()
+	p.cs.fetched(e)
+	return moved, replaced
+}
+
+// applyFetchLocked is applyFetch under the partition's lock; it also says
+// whether the result was applied and the size of its records.
+func (p *cpart) applyFetchLocked(node int32, epoch uint64, offset int64, leaderEpoch int32, res fetch.Partition, recs []Record) (moved, replaced, applied bool, bytes int64) {
 	if p.epoch != epoch || p.fetchOffset != offset || p.state != stateFetching {
-		return false, false
+		return false, false, false, 0
 	}
 	if res.Err == nil && leaderEpoch > p.checkedEpoch {
 		// The leader of that epoch served our position: it is
@@ -135,7 +157,6 @@ func (p *cpart) applyFetch(node int32, epoch uint64, offset int64, leaderEpoch i
 		p.hw = res.HighWatermark
 	}
 	if len(recs) > 0 {
-		var bytes int64
 		seg := make([]*Record, len(recs))
 		for i := range recs {
 			seg[i] = &recs[i]
@@ -159,7 +180,7 @@ func (p *cpart) applyFetch(node int32, epoch uint64, offset int64, leaderEpoch i
 		replaced = true
 	}
 	p.scheduleLocked()
-	return moved, replaced
+	return moved, replaced, true, bytes
 }
 
 // replicaUnreachable handles a failed fetch request to node issued under
@@ -298,7 +319,7 @@ func (p *cpart) stats() PartitionStats {
 	defer p.mu.Unlock()
 	st := PartitionStats{
 		TopicPartition: p.tp, Position: p.position, Processed: p.processed, HighWatermark: p.hw,
-		BufferedRecords: p.buf.len(), BufferedBytes: p.buf.bytes, Paused: p.paused, Leader: p.leader,
+		BufferedRecords: p.buf.len() + p.inHand, BufferedBytes: p.buf.bytes + p.inHandBytes, Paused: p.paused, Leader: p.leader,
 		ReadReplica: -1,
 	}
 	if n, ok := p.replica.Node(); ok && p.fetcher == n {

@@ -115,6 +115,7 @@ func (cs *Consumer) run(p *cpart) (int, error) {
 	// The chunk leaves the partition's buffer but stays in the global
 	// budget until handled.
 	chunk, chunkBytes := p.buf.take(cs.cfg.maxBatchRecords)
+	p.inHand, p.inHandBytes = len(chunk), chunkBytes
 	p.running = true
 	gen := p.gen
 	ctx := p.ctx
@@ -123,6 +124,7 @@ func (cs *Consumer) run(p *cpart) (int, error) {
 	handled, failErr := cs.handle(ctx, p, gen, chunk)
 
 	p.mu.Lock()
+	p.inHand, p.inHandBytes = 0, 0 // pushed back to buf below, or dropped
 	left := chunkBytes
 	if handled < len(chunk) {
 		left = recordsSize(chunk[handled:])
@@ -178,6 +180,7 @@ func (cs *Consumer) handle(ctx context.Context, p *cpart, gen uint64, chunk []*R
 			return 0, nil
 		}
 		p.position = chunk[len(chunk)-1].Offset + 1
+		p.inHand, p.inHandBytes = 0, 0
 		hw := p.hw
 		p.mu.Unlock()
 		err := safeCall(func() error {
@@ -216,6 +219,8 @@ func (cs *Consumer) handle(ctx context.Context, p *cpart, gen uint64, chunk []*R
 				return nil
 			}
 			p.position = r.Offset + 1
+			p.inHand--
+			p.inHandBytes -= int64(r.size())
 			p.mu.Unlock()
 			if err := cs.cfg.onRecord(ctx, r); err != nil {
 				return err

@@ -52,9 +52,14 @@ func (cs *Consumer) offer(p *cpart, gen uint64, chunk []*Record) int {
 	p.mu.Unlock()
 	n := cs.cfg.sink.Offer(rsink.Part(p.tp), b)
 	n = max(0, min(n, len(chunk)))
+	var left int64
+	if n > 0 && n < len(chunk) {
+		left = recordsSize(chunk[n:]) // not accepted: still ours
+	}
 	p.mu.Lock()
 	if n > 0 {
 		p.position = chunk[n-1].Offset + 1
+		p.inHand, p.inHandBytes = len(chunk)-n, left
 	}
 	if n < len(chunk) && p.wakes == wakes && p.gen == gen {
 		p.blocked = true

@@ -491,7 +491,10 @@ type PartitionStats struct {
 	Processed int64
 	// HighWatermark is the partition's high watermark at the last fetch.
 	HighWatermark int64
-	// BufferedRecords and BufferedBytes are fetched but not yet handled.
+	// BufferedRecords and BufferedBytes are fetched but not yet handed to
+	// the handler (nor to the processor, with riffle/process): with
+	// Position == Processed and none buffered, every record fetched is
+	// finished.
 	BufferedRecords int
 	BufferedBytes   int64
 	Paused          bool

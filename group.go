@@ -66,6 +66,9 @@ type member struct {
 
 	commits *committer
 	rejoin  chan struct{}
+	// moved: the partitions the last moveTo revoked and added, for
+	// RebalanceHooks (the member's goroutine only).
+	moved [2]int
 
 	// trackMu guards tracked, the topics the member holds a metadata
 	// reference to for its subscription (see trackSubscription).
@@ -162,11 +165,13 @@ func (m *member) runClassic(ctx context.Context) {
 	for ctx.Err() == nil {
 		m.endGeneration(ctx, g, !m.cooperative())
 		g = nil
+		start := time.Now()
 		assignment, err := m.joinAndSync(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				break
 			}
+			m.rebalanced(start, err)
 			failures++
 			m.cs.c.log.Info("group join failed; retrying", "group", m.cfg.id, "err", err)
 			m.sleep(ctx, m.cs.c.cfg.retryBackoff.Delay(failures, rand.Float64()))
@@ -174,7 +179,10 @@ func (m *member) runClassic(ctx context.Context) {
 		}
 		failures = 0
 		g = m.startGeneration(ctx)
-		if again := m.apply(g.ctx, assignment); again || g.ctx.Err() != nil {
+		m.moved = [2]int{}
+		again := m.apply(g.ctx, assignment)
+		m.rebalanced(start, nil)
+		if again || g.ctx.Err() != nil {
 			continue // cooperative: revoked partitions must be reassigned; or fenced
 		}
 		if err := m.await(ctx, g); ctx.Err() == nil {
@@ -596,6 +604,7 @@ func (m *member) moveTo(ctx context.Context, want map[TopicPartition]bool) (revo
 	if len(added) > 0 {
 		m.add(ctx, added)
 	}
+	m.moved = [2]int{len(revoked), len(added)}
 	return len(revoked), len(added)
 }
 

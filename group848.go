@@ -127,9 +127,14 @@ func (m *member) reconcile848(t *term, s *session848) (pending bool) {
 	if tg == nil || tg.term != t {
 		return false
 	}
+	start := time.Now()
+	m.moved = [2]int{}
 	done, changed := m.reconcile(t.ctx, tg.parts)
 	if t.ctx.Err() != nil {
 		return false // fenced meanwhile: the loss reports everything
+	}
+	if changed {
+		m.rebalanced(start, nil)
 	}
 	// Heartbeats report what is reconciled now: revoked partitions are
 	// released, added ones acknowledged (callbacks included).

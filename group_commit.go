@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"time"
 
 	"github.com/riffle-go/riffle/internal/kafkaerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -194,7 +195,11 @@ func (c *committer) run(ctx context.Context) {
 		var dropped []TopicPartition
 		var failed map[TopicPartition]error
 		if len(batch) > 0 {
+			n, start := len(batch), time.Now()
 			dropped, failed, err = c.send(ctx, batch)
+			if len(c.m.cs.c.hooks.commit) > 0 {
+				c.reportCommit(n, start, err)
+			}
 			if err != nil && ctx.Err() == nil {
 				if rebalanceCommitError(err) {
 					c.m.cs.c.log.Info("offset commit refused during a rebalance; the next commit retries", "group", c.m.cfg.id, "err", err)

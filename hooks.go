@@ -1,6 +1,8 @@
 package riffle
 
 import (
+	"context"
+	"errors"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -107,4 +109,189 @@ func (o *hookObserver) Throttled(addr string, node int32, d time.Duration) {
 	for _, h := range o.throttle {
 		h.OnBrokerThrottle(BrokerInfo{node, addr}, d)
 	}
+}
+
+// Data-path hooks. Like the Broker* hooks they are values passed to
+// WithHooks (a Producer also takes them through WithProducerHooks), called
+// once per batch or event, never per record, on the client's goroutines:
+// they must be fast and must not block. When none is installed each call
+// site costs one length check; the events are passed by value and
+// allocate nothing. ErrorClass turns their Err fields into bounded labels.
+
+// ProduceBatchEvent describes the outcome of one produced batch.
+type ProduceBatchEvent struct {
+	Topic     string
+	Partition int32
+	// Records is the number of records in the batch.
+	Records int
+	// UncompressedBytes is the batch's encoded size before compression
+	// and CompressedBytes its size on the wire (equal without
+	// compression); both are 0 for a batch that failed before it was
+	// encoded. CompressedBytes / UncompressedBytes is the Java client's
+	// compression-rate.
+	UncompressedBytes int
+	CompressedBytes   int
+	// Latency runs from the moment the batch's first record was
+	// buffered (Produce) to its outcome: the acknowledgement, or the
+	// failure. The batch's other records waited at most that long.
+	Latency time.Duration
+	// Err is nil when the broker acknowledged the batch, otherwise the
+	// error every record of the batch received.
+	Err error
+}
+
+// ProduceBatchHook is called once per batch of produced records when its
+// outcome is known, before the records' callbacks run.
+type ProduceBatchHook interface {
+	OnProduceBatch(e ProduceBatchEvent)
+}
+
+// FetchBatchEvent describes the records one fetch response brought for one
+// partition of a consumer.
+type FetchBatchEvent struct {
+	Topic     string
+	Partition int32
+	// Node is the broker that answered.
+	Node int32
+	// Records is the number of records handed to the consumer's buffer
+	// (control records and aborted transactions excluded), Bytes the
+	// response bytes their batches took (compressed, as on the wire), and
+	// UncompressedBytes the size of the records (keys, values, headers).
+	Records           int
+	Bytes             int
+	UncompressedBytes int64
+	// HighWatermark is the partition's high watermark in the response
+	// (-1 if unknown). Lag is the Java client's records-lag: the high
+	// watermark (the last stable offset with ReadCommitted) minus the
+	// consumer's position, the next record to hand to the handler; records
+	// fetched and not yet handled count. -1 when unknown.
+	HighWatermark int64
+	Lag           int64
+	// Err is the partition's fetch error, if any.
+	Err error
+}
+
+// FetchBatchHook is called for each partition of each fetch response the
+// consumer applies (stale ones, for a partition that moved meanwhile, are
+// not reported), after the records are buffered.
+type FetchBatchHook interface {
+	OnFetchBatch(e FetchBatchEvent)
+}
+
+// RebalanceEvent describes one rebalance of a group member: under the
+// classic protocol from JoinGroup to the assignment being applied (revokes
+// and callbacks included), under KIP-848 one reconciliation of a new
+// target assignment.
+type RebalanceEvent struct {
+	Group string
+	// Protocol is "eager", "cooperative" (classic protocol) or
+	// "consumer" (KIP-848).
+	Protocol string
+	// Generation is the member's generation (member epoch under
+	// KIP-848) once the rebalance ended.
+	Generation int32
+	// Assigned and Revoked count the partitions the rebalance added and
+	// took away.
+	Assigned, Revoked int
+	Duration          time.Duration
+	// Err is nil for a rebalance that completed, or why joining failed
+	// (the member retries).
+	Err error
+}
+
+// RebalanceHook is called when a rebalance of a group consumer ends.
+type RebalanceHook interface {
+	OnRebalance(e RebalanceEvent)
+}
+
+// CommitEvent describes one offset commit of a group member (OffsetCommit,
+// retries included).
+type CommitEvent struct {
+	Group      string
+	Partitions int
+	Latency    time.Duration
+	Err        error
+}
+
+// CommitHook is called when an offset commit of a group consumer ends.
+// Transactional commits (ExactlyOnce) are reported by the producer's
+// transaction, not here.
+type CommitHook interface {
+	OnCommit(e CommitEvent)
+}
+
+// dataHooks are the data-path hooks of a client, sorted by interface.
+type dataHooks struct {
+	produce   []ProduceBatchHook
+	fetch     []FetchBatchHook
+	rebalance []RebalanceHook
+	commit    []CommitHook
+}
+
+func (d *dataHooks) add(h any) {
+	if x, ok := h.(ProduceBatchHook); ok {
+		d.produce = append(d.produce, x)
+	}
+	if x, ok := h.(FetchBatchHook); ok {
+		d.fetch = append(d.fetch, x)
+	}
+	if x, ok := h.(RebalanceHook); ok {
+		d.rebalance = append(d.rebalance, x)
+	}
+	if x, ok := h.(CommitHook); ok {
+		d.commit = append(d.commit, x)
+	}
+}
+
+func newDataHooks(hooks []Hook) dataHooks {
+	var d dataHooks
+	for _, h := range hooks {
+		d.add(h)
+	}
+	return d
+}
+
+// ErrorClass names the class of a client error, for metric labels: a
+// bounded set of values. It returns "" for nil; the Kafka error's name
+// (e.g. "NOT_LEADER_FOR_PARTITION") for a Kafka error that no client class
+// below wraps; otherwise one of "closed", "canceled", "timeout" (a context
+// deadline or ErrRequestTimeout), "delivery_timeout", "auth",
+// "unreachable", "connection" (ErrConnClosed), "malformed",
+// "unknown_topic", "buffer_full", "record_too_large", "data_loss",
+// "corrupt_batch", "config", "unsupported", or "other".
+func ErrorClass(err error) string {
+	if err == nil {
+		return ""
+	}
+	classes := [...]struct {
+		target error
+		name   string
+	}{
+		{ErrClosed, "closed"},
+		{ErrDeliveryTimeout, "delivery_timeout"},
+		{ErrDataLoss, "data_loss"},
+		{ErrBufferFull, "buffer_full"},
+		{ErrRecordTooLarge, "record_too_large"},
+		{ErrCorruptBatch, "corrupt_batch"},
+		{ErrAuth, "auth"},
+		{ErrUnreachable, "unreachable"},
+		{ErrConnClosed, "connection"},
+		{ErrMalformedResponse, "malformed"},
+		{ErrUnknownTopic, "unknown_topic"},
+		{ErrInvalidConfig, "config"},
+		{ErrUnsupported, "unsupported"},
+		{ErrRequestTimeout, "timeout"},
+		{context.DeadlineExceeded, "timeout"},
+		{context.Canceled, "canceled"},
+	}
+	for _, c := range classes {
+		if errors.Is(err, c.target) {
+			return c.name
+		}
+	}
+	var kx *KafkaError
+	if errors.As(err, &kx) {
+		return kx.Name
+	}
+	return "other"
 }

@@ -23,6 +23,8 @@ type clientConfig struct {
 	clientID            string
 	logger              *slog.Logger
 	hooks               []Hook
+	telemetry           TelemetryReporter
+	telemetrySubscribed func(TelemetrySubscription) // tests only
 	dial                func(ctx context.Context, network, addr string) (net.Conn, error)
 	dialTimeout         time.Duration
 	tls                 *tls.Config
@@ -129,8 +131,10 @@ func ClientID(id string) Option { return func(c *clientConfig) { c.clientID = id
 func Logger(l *slog.Logger) Option { return func(c *clientConfig) { c.logger = l } }
 
 // WithHooks adds metric hooks. Each hook implements any of the hook
-// interfaces (BrokerConnectHook, BrokerDisconnectHook, BrokerRequestHook,
-// BrokerThrottleHook); others are ignored.
+// interfaces: connections (BrokerConnectHook, BrokerDisconnectHook,
+// BrokerRequestHook, BrokerThrottleHook) and the data path of every
+// Producer and Consumer of the client (ProduceBatchHook, FetchBatchHook,
+// RebalanceHook, CommitHook); others are ignored.
 func WithHooks(hooks ...Hook) Option {
 	return func(c *clientConfig) { c.hooks = append(c.hooks, hooks...) }
 }

@@ -190,6 +190,7 @@ func (s *partState) sealLocked() *pbatch {
 	}
 	b.enc = enc
 	b.wireBytes = len(enc.Bytes())
+	b.rawBytes = enc.UncompressedSize()
 	s.seq.Add(&producer.Batch{Records: int32(len(recs)), Payload: b})
 	s.wakeLocked()
 	return nil

@@ -78,6 +78,7 @@ type Producer struct {
 
 	dataLoss []DataLossHook
 	written  []BatchWrittenHook
+	batchHks []ProduceBatchHook // the client's and the producer's
 }
 
 // NewProducer returns a producer using the client's connections. Invalid
@@ -107,7 +108,11 @@ func NewProducer(c *Client, opts ...ProducerOption) (*Producer, error) {
 		if x, ok := h.(BatchWrittenHook); ok {
 			p.written = append(p.written, x)
 		}
+		if x, ok := h.(ProduceBatchHook); ok {
+			p.batchHks = append(p.batchHks, x)
+		}
 	}
+	p.batchHks = append(p.batchHks, c.hooks.produce...)
 	p.life.Go(p.idLoop, p.expireLoop)
 	if cfg.transactionalID != "" {
 		p.txn = newTxnState(p)
@@ -133,6 +138,7 @@ type pbatch struct {
 	done      atomic.Bool // callbacks fired
 	sealErr   error
 	wireBytes int
+	rawBytes  int // before compression
 }
 
 // Produce buffers rec for sending and calls fn exactly once with the
@@ -545,6 +551,9 @@ func (p *Producer) finish(b *pbatch, topic string, partition int32, baseOffset i
 	// Free the buffer before the callbacks: a callback that produces
 	// again must find the room this batch held.
 	p.buf.release(bytes, int64(len(b.recs)), drained)
+	if len(p.batchHks) > 0 {
+		p.batchDone(b, topic, partition, err)
+	}
 	for _, pr := range b.recs {
 		pr.fn(pr.rec, err)
 	}

@@ -199,7 +199,9 @@ func ProduceRequestTimeout(d time.Duration) ProducerOption {
 // a fresh epoch (the default).
 func StopOnDataLoss() ProducerOption { return func(c *producerConfig) { c.stopOnDataLoss = true } }
 
-// WithProducerHooks adds producer hooks (DataLossHook, BatchWrittenHook).
+// WithProducerHooks adds producer hooks (DataLossHook, BatchWrittenHook,
+// ProduceBatchHook). The client's ProduceBatchHooks (WithHooks) apply to
+// every producer already.
 func WithProducerHooks(hooks ...ProducerHook) ProducerOption {
 	return func(c *producerConfig) { c.hooks = append(c.hooks, hooks...) }
 }
@@ -235,8 +237,9 @@ func TransactionTimeout(d time.Duration) ProducerOption {
 	return func(c *producerConfig) { c.txnTimeout = d }
 }
 
-// ProducerHook is any value implementing DataLossHook and/or
-// BatchWrittenHook. Hooks run on producer goroutines and must not block.
+// ProducerHook is any value implementing DataLossHook, BatchWrittenHook
+// and/or ProduceBatchHook. Hooks run on producer goroutines and must not
+// block.
 type ProducerHook any
 
 // DataLossHook is told when the broker's sequence checks prove or cannot

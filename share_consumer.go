@@ -58,7 +58,9 @@ type ShareConsumer struct {
 	wake        chan struct{}
 
 	q       shareQueue
-	busy    atomic.Int64 // records queued or running, across brokers
+	busy    atomic.Int64 // records queued or running, across brokers, and runners reserved by fetches in flight
+	active  atomic.Int32 // fetchers with partitions to fetch
+	starved atomic.Int32 // of those, the ones waiting for an idle runner
 	runners int
 
 	accepted, released, rejected, renewed atomic.Int64
@@ -161,8 +163,40 @@ func (sc *ShareConsumer) runner() {
 
 // idle notes a runner free again: fetchers acquire only what idle runners
 // can start, so no record waits out its lock in the queue.
-func (sc *ShareConsumer) idle() {
-	if sc.busy.Add(-1) == int64(sc.runners)-1 {
+func (sc *ShareConsumer) idle() { sc.unbusy(1) }
+
+// reserve claims up to n idle runners for a fetch about to be sent, so
+// that the fetchers of several brokers never acquire records for the same
+// idle runner, and returns how many it claimed (0: none idle).
+func (sc *ShareConsumer) reserve(n int) int {
+	for {
+		b := sc.busy.Load()
+		idle := int64(sc.runners) - b
+		// An even share of the idle runners per fetching broker: one
+		// broker's long poll must not claim every idle runner while
+		// another broker has records.
+		share := idle
+		if a := int64(sc.active.Load()); a > 1 {
+			share = max(1, (idle+a-1)/a)
+		}
+		k := min(int64(n), share, idle)
+		if k <= 0 {
+			return 0
+		}
+		if sc.busy.CompareAndSwap(b, b+k) {
+			return int(k)
+		}
+	}
+}
+
+// unbusy gives back n runners (records done, or a fetch's reservation)
+// and wakes the fetchers if that made a runner idle.
+func (sc *ShareConsumer) unbusy(n int) {
+	if n <= 0 {
+		return
+	}
+	after := sc.busy.Add(-int64(n))
+	if after < int64(sc.runners) && after+int64(n) >= int64(sc.runners) {
 		sc.mu.Lock()
 		for _, f := range sc.fetchers {
 			nudge(f.wake)

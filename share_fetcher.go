@@ -10,6 +10,7 @@ import (
 
 	"github.com/riffle-go/riffle/internal/batch"
 	"github.com/riffle-go/riffle/internal/cluster"
+	"github.com/riffle-go/riffle/internal/conn"
 	"github.com/riffle-go/riffle/internal/kafkaerr"
 	"github.com/riffle-go/riffle/internal/share"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -48,6 +49,8 @@ type shareFetcher struct {
 	// answer comes; renewOK says whether the broker supports KIP-1222.
 	renewOK   atomic.Int32 // 0 unknown, 1 yes, -1 no
 	warnedOld bool
+	taken     int        // records the last fetch queued (loop only)
+	pinned    *conn.Conn // the connection kept from the idle reaper (loop only)
 }
 
 const defaultShareLock = 30 * time.Second
@@ -127,6 +130,17 @@ func (f *shareFetcher) loop() {
 	fails := 0
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	active := false
+	defer func() {
+		if active {
+			sc.active.Add(-1)
+		}
+		f.pin(false)
+	}()
+	// empty: the last fetch acquired nothing. Such a fetcher yields to
+	// another broker's fetcher waiting for an idle runner, rather than
+	// claim it for a long poll.
+	empty := false
 	for {
 		select {
 		case <-ctx.Done():
@@ -143,6 +157,14 @@ func (f *shareFetcher) loop() {
 			owned = *p
 		}
 		fetching := len(owned) > 0 && !isClosed(sc.noFetch)
+		if fetching != active {
+			active = fetching
+			if active {
+				sc.active.Add(1)
+			} else {
+				sc.active.Add(-1)
+			}
+		}
 		f.mu.Lock()
 		f.tr.Expire(now)
 		var renew []share.Key
@@ -155,12 +177,19 @@ func (f *shareFetcher) loop() {
 		// Acquire only what idle runners can start: a record waiting in
 		// the queue would hold its lock from other members, and could
 		// lose it before a handler took it.
-		room := min(sc.cfg.share.maxRecords-f.tr.Count(share.Queued), sc.runners-int(sc.busy.Load()))
+		queued := f.tr.Count(share.Queued)
+		room := min(sc.cfg.share.maxRecords-queued, sc.runners-int(sc.busy.Load()))
 		pending := f.acks.Len()
 		hasRenew := pending > 0 && f.acks.HasRenew()
 		nextRenew, anyRunning := f.tr.Next(share.Running)
+		held := f.tr.Len()
 		f.mu.Unlock()
+		// While it holds records, the session's connection must not be
+		// closed as idle: the broker would end the session and release
+		// everything acquired through it.
+		f.pin(held > 0)
 
+		yield := empty && sc.starved.Load() > 0
 		var err error
 		switch {
 		case hasRenew || (pending > 0 && (!fetching || room <= 0)):
@@ -169,24 +198,53 @@ func (f *shareFetcher) loop() {
 				break
 			}
 			err = f.acknowledge(ctx, hasRenew, now)
-		case fetching && room > 0:
+		case fetching && room > 0 && !yield:
+			// Claim the idle runners (room was an estimate): another
+			// broker's fetcher may be claiming them too.
+			room = sc.reserve(sc.cfg.share.maxRecords - queued)
+			if room <= 0 {
+				continue
+			}
 			wait := sc.cfg.fetchMaxWait
 			if anyRunning && sc.cfg.share.autoRenew && f.renewOK.Load() >= 0 {
 				wait = min(wait, max(0, time.Until(nextRenew.Add(-lock/2))))
 			}
+			f.taken = 0
 			err = f.fetch(ctx, owned, room, wait, now)
+			sc.unbusy(room) // take counted what was acquired
+			empty = err == nil && f.taken == 0
 		default:
 			d := time.Hour
+			if yield {
+				// Our own reservation's release nudged us too: wait
+				// for the next nudge (a runner freed or a fetch of
+				// the other broker done), or a poll's length.
+				select {
+				case <-f.wake:
+				default:
+				}
+				d = sc.cfg.fetchMaxWait
+			}
+			starved := fetching && room <= 0 && queued < sc.cfg.share.maxRecords
+			if starved {
+				sc.starved.Add(1)
+			}
 			if anyRunning && sc.cfg.share.autoRenew && f.renewOK.Load() >= 0 {
 				d = max(time.Millisecond, time.Until(nextRenew.Add(-lock/2)))
 			}
 			timer.Reset(d)
 			select {
 			case <-ctx.Done():
+				if starved {
+					sc.starved.Add(-1)
+				}
 				return
 			case <-sc.final:
 			case <-f.wake:
 			case <-timer.C:
+			}
+			if starved {
+				sc.starved.Add(-1)
 			}
 			if !timer.Stop() {
 				select {
@@ -214,6 +272,25 @@ func (f *shareFetcher) loop() {
 		}
 		fails = 0
 	}
+}
+
+// pin keeps the fetch connection to the broker from the client's idle
+// reaper while on (the fetcher holds records), and lets it go otherwise.
+func (f *shareFetcher) pin(on bool) {
+	var cn *conn.Conn
+	if on {
+		cn = f.sc.cl.OpenConn(f.node, cluster.ClassFetch)
+	}
+	if cn == f.pinned {
+		return
+	}
+	if f.pinned != nil {
+		f.pinned.Pin(false)
+	}
+	if cn != nil {
+		cn.Pin(true)
+	}
+	f.pinned = cn
 }
 
 func isClosed(ch chan struct{}) bool {
@@ -595,6 +672,7 @@ func (f *shareFetcher) take(resp *kmsg.ShareFetchResponse, names map[[16]byte]st
 	if len(out) == 0 {
 		return
 	}
+	f.taken = len(out)
 	sc.busy.Add(int64(len(out)))
 	f.mu.Lock()
 	for i, r := range out {

@@ -615,6 +615,7 @@ func runTxn(ctx context.Context, args []string) error {
 	only := fs.String("clients", "", "comma-separated clients to run (riffle, franz-go; default both); riffle is always run")
 	timeout := fs.Duration("timeout", 2*time.Minute, "give up on one client run after this long")
 	verbose := fs.Bool("v", false, "print every run as it ends (to stderr)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of riffle's runs (only) to this file (file, file.2, ... per run)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -715,7 +716,7 @@ func runTxn(ctx context.Context, args []string) error {
 				run++
 				spec.addr = srv.addr
 				spec.txnID = fmt.Sprintf("txn-bench-%s-%d", c.name, run)
-				res := txnOnce(ctx, c.produce, spec, *partitions, srv.cmd.Process.Pid, *timeout)
+				res := txnOnce(ctx, profiled(c.name, *cpuProfile, c.produce), spec, *partitions, srv.cmd.Process.Pid, *timeout)
 				if _, err := srv.stop(); err != nil {
 					fmt.Fprintf(os.Stderr, "txn: stopping the broker: %v\n", err)
 				}
@@ -764,7 +765,7 @@ func runTxn(ctx context.Context, args []string) error {
 				if err := adminTopic(ctx, pl.addr, spec.topic, *partitions, true); err != nil {
 					return err
 				}
-				res := txnOnce(ctx, c.ctp, spec, *partitions, pl.srv.cmd.Process.Pid, *timeout)
+				res := txnOnce(ctx, profiled(c.name, *cpuProfile, c.ctp), spec, *partitions, pl.srv.cmd.Process.Pid, *timeout)
 				if err := adminTopic(ctx, pl.addr, spec.topic, 0, false); err != nil {
 					fmt.Fprintf(os.Stderr, "txn: %v\n", err)
 				}
@@ -850,4 +851,15 @@ func adminTopic(ctx context.Context, addr, topic string, partitions int, create 
 		return fmt.Errorf("%s topic %s: %w", verb, topic, err)
 	}
 	return nil
+}
+
+// profiled wraps riffle's run in a CPU profile when path is set.
+func profiled(client, path string, run func(ctx context.Context, spec txnSpec, c *txnCounts, notes *noteSet) error) func(ctx context.Context, spec txnSpec, c *txnCounts, notes *noteSet) error {
+	if path == "" || client != "riffle" {
+		return run
+	}
+	return func(ctx context.Context, spec txnSpec, c *txnCounts, notes *noteSet) error {
+		defer profiling(path)()
+		return run(ctx, spec, c, notes)
+	}
 }

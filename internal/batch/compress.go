@@ -438,3 +438,13 @@ func unxerial(src []byte, maxSize int) ([]byte, error) {
 	}
 	return out, nil
 }
+
+// Compress appends the compressed form of src to dst, for payloads that are
+// not record batches (KIP-714 telemetry pushes). CodecNone appends src as
+// it is.
+func Compress(dst, src []byte, codec Codec) ([]byte, error) {
+	if codec == CodecNone {
+		return append(dst, src...), nil
+	}
+	return compress(dst, src, codec)
+}

@@ -201,7 +201,7 @@ func (b *broker) closeIdle(now time.Time, idle time.Duration) {
 		if c == nil {
 			continue
 		}
-		if c.Err() != nil || (c.Inflight() == 0 && now.Sub(c.LastUsed()) > idle) {
+		if c.Err() != nil || (c.Inflight() == 0 && !c.Pinned() && now.Sub(c.LastUsed()) > idle) {
 			toClose = append(toClose, c)
 			b.conns[i] = nil
 		}

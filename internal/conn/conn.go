@@ -45,6 +45,7 @@ type Conn struct {
 
 	inflight atomic.Int32
 	lastUsed atomic.Int64 // unix nanos
+	pins     atomic.Int32 // users that need the connection kept while idle
 	draining atomic.Bool
 
 	// ctx ends when the connection closes: it bounds re-authentication.
@@ -105,6 +106,21 @@ func (c *Conn) Versions() *Versions { return &c.vers }
 
 // Inflight returns the number of requests written and not yet answered.
 func (c *Conn) Inflight() int { return int(c.inflight.Load()) }
+
+// Pin marks the connection as needed while idle (on) or no longer (off):
+// a share session lives as long as its connection, so a share fetcher
+// holding records pins its connection against the idle reaper. Calls
+// must pair.
+func (c *Conn) Pin(on bool) {
+	if on {
+		c.pins.Add(1)
+	} else {
+		c.pins.Add(-1)
+	}
+}
+
+// Pinned says whether a user pinned the connection (Pin).
+func (c *Conn) Pinned() bool { return c.pins.Load() > 0 }
 
 // LastUsed returns when a request was last issued or answered.
 func (c *Conn) LastUsed() time.Time { return time.Unix(0, c.lastUsed.Load()) }

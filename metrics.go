@@ -1,0 +1,110 @@
+package riffle
+
+import (
+	"time"
+
+	"github.com/riffle-go/riffle/internal/fetch"
+)
+
+// Calls of the data-path hooks (hooks.go), kept off the hot paths' files:
+// each call site checks for hooks and calls one of these.
+
+// batchDone reports a batch's outcome to the ProduceBatchHooks.
+func (p *Producer) batchDone(b *pbatch, topic string, partition int32, err error) {
+	e := ProduceBatchEvent{
+		Topic: topic, Partition: partition, Records: len(b.recs),
+		UncompressedBytes: b.rawBytes, CompressedBytes: b.wireBytes, Err: err,
+	}
+	if !b.created.IsZero() {
+		e.Latency = time.Since(b.created)
+	}
+	for _, h := range p.batchHks {
+		h.OnProduceBatch(e)
+	}
+}
+
+// ProducerStats is a snapshot of the producer's buffer (the Java client's
+// buffer-total-bytes and buffer-available-bytes are MaxBufferedBytes and
+// MaxBufferedBytes - BufferedBytes).
+type ProducerStats struct {
+	// BufferedBytes and BufferedRecords are the records produced whose
+	// outcome is not known yet, as MaxBufferedBytes counts them.
+	BufferedBytes, BufferedRecords int64
+	// MaxBufferedBytes and MaxBufferedRecords are the limits
+	// (MaxBufferedBytes, MaxBufferedRecords options).
+	MaxBufferedBytes, MaxBufferedRecords int64
+}
+
+// Stats returns a snapshot of the producer's buffer. It is cheap (two
+// atomic loads) and may be called at any time, also after Close.
+func (p *Producer) Stats() ProducerStats {
+	return ProducerStats{
+		BufferedBytes: p.buf.bytes.Load(), BufferedRecords: p.buf.recs.Load(),
+		MaxBufferedBytes: p.buf.maxB, MaxBufferedRecords: p.buf.maxR,
+	}
+}
+
+// fetchEventLocked describes an applied fetch result of the partition.
+func (p *cpart) fetchEventLocked(res fetch.Partition, records int, bytes int64) FetchBatchEvent {
+	end := res.HighWatermark
+	if p.cs.cfg.isolation == ReadCommitted && res.LastStable >= 0 {
+		end = res.LastStable
+	}
+	pos := p.position
+	if pos < 0 {
+		pos = p.fetchOffset
+	}
+	lag := int64(-1)
+	if end >= 0 && pos >= 0 {
+		lag = max(0, end-pos)
+	}
+	return FetchBatchEvent{
+		Topic: p.tp.Topic, Partition: p.tp.Partition, Node: p.fetcher,
+		Records: records, Bytes: res.Bytes, UncompressedBytes: bytes,
+		HighWatermark: res.HighWatermark, Lag: lag, Err: res.Err,
+	}
+}
+
+// fetched reports a fetch result to the FetchBatchHooks.
+func (cs *Consumer) fetched(e FetchBatchEvent) {
+	for _, h := range cs.c.hooks.fetch {
+		h.OnFetchBatch(e)
+	}
+}
+
+// rebalanced reports a rebalance that began at start to the
+// RebalanceHooks (m.moved holds what it revoked and added).
+func (m *member) rebalanced(start time.Time, err error) {
+	hs := m.cs.c.hooks.rebalance
+	if len(hs) == 0 {
+		return
+	}
+	proto := "consumer"
+	if m.cfg.protocol != GroupProtocolConsumer {
+		proto = "eager"
+		if m.cooperative() {
+			proto = "cooperative"
+		}
+	}
+	m.mu.Lock()
+	gen := m.generation
+	m.mu.Unlock()
+	e := RebalanceEvent{
+		Group: m.cfg.id, Protocol: proto, Generation: gen,
+		Revoked: m.moved[0], Assigned: m.moved[1], Duration: time.Since(start), Err: err,
+	}
+	if err != nil {
+		e.Revoked, e.Assigned = 0, 0
+	}
+	for _, h := range hs {
+		h.OnRebalance(e)
+	}
+}
+
+// reportCommit reports an offset commit of n partitions to the CommitHooks.
+func (c *committer) reportCommit(n int, start time.Time, err error) {
+	e := CommitEvent{Group: c.m.cfg.id, Partitions: n, Latency: time.Since(start), Err: err}
+	for _, h := range c.m.cs.c.hooks.commit {
+		h.OnCommit(e)
+	}
+}
