@@ -17,7 +17,7 @@ import (
 )
 
 // publicPackages are the directories of the packages users import.
-var publicPackages = []string{".", "process", "ranges", "rifftest", "plugin/awsmskiam", "plugin/otel", "plugin/prometheus"}
+var publicPackages = []string{".", "process", "ranges", "rifftest", "plugin/awsmskiam", "plugin/otel", "plugin/prometheus", "plugin/beam"}
 
 // parsePublic parses the non-test files of a public package (those built
 // on this platform) and returns them with their documentation.
