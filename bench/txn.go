@@ -226,7 +226,11 @@ func txnCTPRiffle(ctx context.Context, spec txnSpec, c *txnCounts, notes *noteSe
 	cs, err := riffle.NewConsumer(ccl,
 		riffle.ConsumerGroup(spec.group), riffle.SubscribeTopics(spec.input),
 		riffle.OffsetReset(riffle.ResetEarliest),
-		riffle.MaxBatchRecords(spec.perTxn),
+		// Chunks of a tenth of a transaction: the gate closes once -per-txn
+		// inputs were handled, and the chunks already running join the
+		// transaction, so smaller chunks keep it near -per-txn inputs
+		// (franz-go's polls take exactly -per-txn).
+		riffle.MaxBatchRecords(max(1, spec.perTxn/10)),
 		riffle.ExactlyOnce(p, riffle.CommitEvery{Interval: 30 * time.Second, Records: spec.perTxn}),
 		riffle.HandleBatch(func(hctx context.Context, b *riffle.FetchBatch) error {
 			for _, r := range b.Records {
