@@ -104,12 +104,15 @@ func newCPart(cs *Consumer, a Assignment) *cpart {
 // fetchWant reports whether the partition should be in fetcher node's
 // next request, with what to ask for and under which epoch, and whether it
 // has records past its fetch offset as of the last fetch (or may have: the
-// high watermark is not known yet).
+// high watermark is not known yet). The partition's cap counts the chunk a
+// runner holds (taken off the buffer, not yet handed over): with a handler
+// stuck on a chunk's first record, refilling the buffer to the cap would
+// hold twice the cap.
 func (p *cpart) fetchWant(node int32) (w fetch.Want, epoch uint64, behind, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.state != stateFetching || p.fetcher != node || p.paused || p.fetchErr != nil ||
-		p.buf.bytes >= p.cs.cfg.partitionBuffer || p.checking != 0 || p.needsCheckLocked(p.leaderEpoch) {
+		p.buf.bytes+p.inHandBytes >= p.cs.cfg.partitionBuffer || p.checking != 0 || p.needsCheckLocked(p.leaderEpoch) {
 		return fetch.Want{}, 0, false, false
 	}
 	w = fetch.Want{
