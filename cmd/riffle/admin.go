@@ -222,19 +222,9 @@ stderr. riffle exits with status 1 if any ACL could not be created.`,
 		if err != nil {
 			return fmt.Errorf("creating ACLs: %w", err)
 		}
-		failed := false
-		for _, r := range res {
-			if r.Err != nil {
-				fmt.Fprintf(a.stderr, "riffle: ACL %v: %s\n", r.ACL, errText(r.Err))
-				failed = true
-				continue
-			}
-			fmt.Fprintf(a.stdout, "created ACL %v\n", r.ACL)
-		}
-		if failed {
-			return errReported
-		}
-		return nil
+		return reportItems(a, res,
+			func(r riffle.ACLResult) (string, error) { return fmt.Sprintf("ACL %v", r.ACL), r.Err },
+			func(r riffle.ACLResult) string { return fmt.Sprintf("created ACL %v", r.ACL) })
 	}
 	return cmd
 }
@@ -634,19 +624,11 @@ stderr, and riffle then exits with status 1.`,
 		if err != nil {
 			return fmt.Errorf("deleting records: %w", err)
 		}
-		failed := false
-		for _, r := range res {
-			if r.Err != nil {
-				fmt.Fprintf(a.stderr, "riffle: %s: %s\n", r.TopicPartition, errText(r.Err))
-				failed = true
-				continue
-			}
-			fmt.Fprintf(a.stdout, "%s: low watermark %d\n", r.TopicPartition, r.LowWatermark)
-		}
-		if failed {
-			return errReported
-		}
-		return nil
+		return reportItems(a, res,
+			func(r riffle.DeletedRecords) (string, error) { return r.TopicPartition.String(), r.Err },
+			func(r riffle.DeletedRecords) string {
+				return fmt.Sprintf("%s: low watermark %d", r.TopicPartition, r.LowWatermark)
+			})
 	}
 	return cmd
 }
@@ -840,17 +822,7 @@ func (a *app) reportUserResults(res riffle.UserResults, err error) error {
 	if err != nil {
 		return fmt.Errorf("altering SCRAM credentials: %w", err)
 	}
-	failed := false
-	for _, r := range res {
-		if r.Err != nil {
-			fmt.Fprintf(a.stderr, "riffle: user %q: %s\n", r.User, errText(r.Err))
-			failed = true
-			continue
-		}
-		fmt.Fprintf(a.stdout, "updated SCRAM credentials of user %q\n", r.User)
-	}
-	if failed {
-		return errReported
-	}
-	return nil
+	return reportItems(a, res,
+		func(r riffle.UserResult) (string, error) { return fmt.Sprintf("user %q", r.User), r.Err },
+		func(r riffle.UserResult) string { return fmt.Sprintf("updated SCRAM credentials of user %q", r.User) })
 }

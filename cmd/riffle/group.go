@@ -152,17 +152,8 @@ with status 1 after describing the others.`,
 		} else {
 			printGroupDescriptions(a.stdout, out)
 		}
-		failed := false
-		for _, d := range descs {
-			if d.Err != nil {
-				fmt.Fprintf(a.stderr, "riffle: group %q: %s\n", d.Group, errText(d.Err))
-				failed = true
-			}
-		}
-		if failed {
-			return errReported
-		}
-		return nil
+		return reportItems(a, descs,
+			func(d riffle.GroupDescription) (string, error) { return fmt.Sprintf("group %q", d.Group), d.Err }, nil)
 	}
 	return cmd
 }

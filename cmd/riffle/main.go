@@ -281,6 +281,28 @@ func usageErrorf(format string, args ...any) error {
 // per failed topic, say) and only the exit code is left to set.
 var errReported = errors.New("failure already reported")
 
+// reportItems reports per-item results: "riffle: <name>: <error>" on stderr
+// for each item whose outcome is an error, and, when ok is set, ok's line on
+// stdout for each other item. It returns errReported if any item failed.
+func reportItems[T any](a *app, items []T, outcome func(T) (name string, err error), ok func(T) string) error {
+	failed := false
+	for _, it := range items {
+		name, err := outcome(it)
+		if err != nil {
+			fmt.Fprintf(a.stderr, "riffle: %s: %s\n", name, errText(err))
+			failed = true
+			continue
+		}
+		if ok != nil {
+			fmt.Fprintln(a.stdout, ok(it))
+		}
+	}
+	if failed {
+		return errReported
+	}
+	return nil
+}
+
 // exitCode prints err, if any, and returns the exit code for it.
 func (a *app) exitCode(cmd *cobra.Command, err error) int {
 	if err == nil {

@@ -169,17 +169,10 @@ exit with status 1 after describing the others.`,
 		} else {
 			printTxnDescriptions(a.stdout, out, time.Now())
 		}
-		failed := false
-		for _, d := range descs {
-			if d.Err != nil {
-				fmt.Fprintf(a.stderr, "riffle: transactional id %q: %s\n", d.TransactionalID, errText(d.Err))
-				failed = true
-			}
-		}
-		if failed {
-			return errReported
-		}
-		return nil
+		return reportItems(a, descs,
+			func(d riffle.TransactionDescription) (string, error) {
+				return fmt.Sprintf("transactional id %q", d.TransactionalID), d.Err
+			}, nil)
 	}
 	return cmd
 }
@@ -323,17 +316,8 @@ makes riffle exit with status 1.`,
 		} else {
 			printProducers(a.stdout, out)
 		}
-		failed := false
-		for _, r := range res {
-			if r.Err != nil {
-				fmt.Fprintf(a.stderr, "riffle: %s: %s\n", r.TopicPartition, errText(r.Err))
-				failed = true
-			}
-		}
-		if failed {
-			return errReported
-		}
-		return nil
+		return reportItems(a, res,
+			func(r riffle.PartitionProducers) (string, error) { return r.TopicPartition.String(), r.Err }, nil)
 	}
 	return cmd
 }
