@@ -69,6 +69,13 @@ type GroupListing struct {
 // the groups of the others are returned together with an error naming the
 // brokers that failed: the listing is then incomplete.
 func (a *Admin) ListGroups(ctx context.Context) ([]GroupListing, error) {
+	return a.listGroups(ctx, "", "listing groups")
+}
+
+// listGroups asks every broker for the groups it coordinates, only those
+// of groupType when set (ListGroups v5's TypesFilter, e.g. "share"); what
+// names the call in an incomplete listing's error.
+func (a *Admin) listGroups(ctx context.Context, groupType, what string) ([]GroupListing, error) {
 	cl := a.c.cl
 	if err := cl.RefreshMetadata(ctx); err != nil {
 		return nil, err
@@ -92,11 +99,18 @@ func (a *Admin) ListGroups(ctx context.Context) ([]GroupListing, error) {
 			defer wg.Done()
 			var groups []kmsg.ListGroupsResponseGroup
 			err := cl.Retry(ctx, func(ctx context.Context) error {
-				resp, err := cl.Request(ctx, node, cluster.ClassOther, kmsg.NewPtrListGroupsRequest())
+				req := kmsg.NewPtrListGroupsRequest()
+				if groupType != "" {
+					req.TypesFilter = []string{groupType}
+				}
+				resp, err := cl.Request(ctx, node, cluster.ClassOther, req)
 				if err != nil {
 					return err
 				}
 				r := resp.(*kmsg.ListGroupsResponse)
+				if groupType != "" && r.Version < 5 {
+					return fmt.Errorf("%w: listing %s groups needs ListGroups v5", ErrUnsupported, groupType)
+				}
 				if err := kafkaerr.ForCode(r.ErrorCode); err != nil {
 					return err
 				}
@@ -110,6 +124,9 @@ func (a *Admin) ListGroups(ctx context.Context) ([]GroupListing, error) {
 			mu.Lock()
 			defer mu.Unlock()
 			for _, g := range groups {
+				if groupType != "" && g.GroupType != "" && g.GroupType != groupType {
+					continue
+				}
 				byGroup[g.Group] = GroupListing{Group: g.Group, ProtocolType: g.ProtocolType, State: g.GroupState}
 			}
 		}()
@@ -124,7 +141,7 @@ func (a *Admin) ListGroups(ctx context.Context) ([]GroupListing, error) {
 		if ctx.Err() != nil || !slices.ContainsFunc(failed, func(e error) bool { return e == nil }) {
 			return nil, err // nothing worth returning
 		}
-		return out, fmt.Errorf("listing groups: incomplete: %w", err)
+		return out, fmt.Errorf("%s: incomplete: %w", what, err)
 	}
 	return out, nil
 }

@@ -2,14 +2,10 @@ package riffle
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"slices"
 	"sort"
-	"sync"
 
 	"github.com/riffle-go/riffle/internal/cluster"
-	"github.com/riffle-go/riffle/internal/kafkaerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -18,71 +14,7 @@ import (
 // As with ListGroups, an error naming the brokers that failed comes with
 // the groups of the others.
 func (a *Admin) ListShareGroups(ctx context.Context) ([]GroupListing, error) {
-	cl := a.c.cl
-	if err := cl.RefreshMetadata(ctx); err != nil {
-		return nil, err
-	}
-	snap := cl.Snapshot()
-	nodes := make([]int32, 0, len(snap.Brokers))
-	for id := range snap.Brokers {
-		nodes = append(nodes, id)
-	}
-	slices.Sort(nodes)
-	var (
-		mu      sync.Mutex
-		wg      sync.WaitGroup
-		byGroup = map[string]GroupListing{}
-		failed  = make([]error, len(nodes))
-	)
-	for i, node := range nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var groups []kmsg.ListGroupsResponseGroup
-			err := cl.Retry(ctx, func(ctx context.Context) error {
-				req := kmsg.NewPtrListGroupsRequest()
-				req.TypesFilter = []string{"share"}
-				resp, err := cl.Request(ctx, node, cluster.ClassOther, req)
-				if err != nil {
-					return err
-				}
-				r := resp.(*kmsg.ListGroupsResponse)
-				if r.Version < 5 {
-					return fmt.Errorf("%w: listing share groups needs ListGroups v5", ErrUnsupported)
-				}
-				if err := kafkaerr.ForCode(r.ErrorCode); err != nil {
-					return err
-				}
-				groups = r.Groups
-				return nil
-			})
-			if err != nil {
-				failed[i] = fmt.Errorf("broker %d: %w", node, err)
-				return
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			for _, g := range groups {
-				if g.GroupType != "" && g.GroupType != "share" {
-					continue
-				}
-				byGroup[g.Group] = GroupListing{Group: g.Group, ProtocolType: g.ProtocolType, State: g.GroupState}
-			}
-		}()
-	}
-	wg.Wait()
-	out := make([]GroupListing, 0, len(byGroup))
-	for _, g := range byGroup {
-		out = append(out, g)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })
-	if err := errors.Join(failed...); err != nil {
-		if ctx.Err() != nil || !slices.ContainsFunc(failed, func(e error) bool { return e == nil }) {
-			return nil, err
-		}
-		return out, fmt.Errorf("listing share groups: incomplete: %w", err)
-	}
-	return out, nil
+	return a.listGroups(ctx, "share", "listing share groups")
 }
 
 // ShareMemberDescription is one member of a share group.
