@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -85,24 +84,6 @@ func eosCrashChild() error {
 	}
 }
 
-// lockedBuffer collects a child's output; exec copies into it concurrently.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *lockedBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *lockedBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestExactlyOnceCrash(t *testing.T) {
 	r := newEOSRig(t, txnModes[1], eosCrashParts, eosCrashN)
 	start := time.Now()
@@ -131,7 +112,7 @@ func TestExactlyOnceCrash(t *testing.T) {
 
 	var (
 		cur    *exec.Cmd
-		curOut *lockedBuffer
+		curOut *syncWriter
 		exited chan struct{}
 	)
 	t.Cleanup(func() {
@@ -143,7 +124,7 @@ func TestExactlyOnceCrash(t *testing.T) {
 	startChild := func() {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestExactlyOnceCrash$")
 		cmd.Env = env
-		out := &lockedBuffer{}
+		out := &syncWriter{w: new(bytes.Buffer)} // exec copies into it concurrently
 		cmd.Stdout, cmd.Stderr = out, out
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
