@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/riffle-go/riffle"
+	rbackoff "github.com/riffle-go/riffle/internal/backoff"
 	"github.com/riffle-go/riffle/internal/clientinternal"
 	"github.com/riffle-go/riffle/internal/lifecycle"
 	"github.com/riffle-go/riffle/internal/sink"
@@ -51,6 +52,9 @@ type Processor struct {
 	cs      *riffle.Consumer
 	log     *slog.Logger
 	txn     *txnDriver // ExactlyOnce; nil otherwise
+	// retryBackoff is the client's RetryBackoff: between transactional
+	// retries, and before a transaction after aborts.
+	retryBackoff rbackoff.Policy
 
 	life *lifecycle.Group // owns the goroutines running records, and Close
 	ctx  context.Context  // life's: handler contexts derive from it
@@ -114,8 +118,8 @@ func New(cl *riffle.Client, h Handler, opts ...Option) (*Processor, error) {
 		return nil, err
 	}
 	life := lifecycle.New()
-	_, log := clientinternal.Access(cl)
-	p := &Processor{cfg: cfg, handler: h, life: life, ctx: life.Context(), log: log,
+	clu, log := clientinternal.Access(cl)
+	p := &Processor{cfg: cfg, handler: h, life: life, ctx: life.Context(), log: log, retryBackoff: clu.RetryBackoff(),
 		parts: map[sink.Part]*part{}, refused: map[*part]bool{}, draining: map[sink.Part]*part{}}
 	copts := append([]riffle.ConsumerOption{}, cfg.consumer...)
 	if cfg.eos != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -616,7 +617,7 @@ func (d *txnDriver) retry(ctx context.Context, fn func(context.Context) error) e
 			return err
 		}
 		d.log().Info("transactional call failed; retrying", "err", err)
-		t := time.NewTimer(backoff(RetryPolicy{Backoff: 100 * time.Millisecond, MaxBackoff: time.Second}, n))
+		t := time.NewTimer(d.p.retryBackoff.Delay(n, rand.Float64()))
 		select {
 		case <-t.C:
 		case <-ctx.Done():
@@ -648,7 +649,7 @@ func (d *txnDriver) aborted(dirty []*part, cause error) {
 	d.aborts.Add(1)
 	d.mu.Lock()
 	d.failures++
-	d.hold = time.Now().Add(backoff(RetryPolicy{Backoff: 100 * time.Millisecond, MaxBackoff: 5 * time.Second}, d.failures))
+	d.hold = time.Now().Add(d.p.retryBackoff.Delay(d.failures, rand.Float64()))
 	d.resetLocked()
 	base := make(map[sink.Part]sink.Pos, len(d.base))
 	for sp, at := range d.base {

@@ -93,6 +93,9 @@ type Cluster struct {
 	meta metaState
 }
 
+// RetryBackoff is the delay policy between retries (Config.RetryBackoff).
+func (c *Cluster) RetryBackoff() backoff.Policy { return c.cfg.RetryBackoff }
+
 // New starts a cluster manager. It dials nothing until first needed.
 func New(cfg Config) (*Cluster, error) {
 	if len(cfg.Seeds) == 0 {
