@@ -17,9 +17,9 @@ import (
 // as Java's AdminClient names them (TOPIC, PREFIXED, READ, ALLOW).
 
 // ACLResourceType is the kind of resource an ACL protects.
+// ACLResourceAny only appears in filters.
 type ACLResourceType int8
 
-// Resource types. ACLResourceAny only appears in filters.
 // ACLResourceUnknown is UNKNOWN.
 const ACLResourceUnknown ACLResourceType = 0
 
@@ -59,12 +59,11 @@ func ParseACLResourceType(s string) (ACLResourceType, error) {
 }
 
 // ACLPatternType says how an ACL's resource name matches resources.
+// ACLPatternAny and ACLPatternMatch only appear in filters: Any matches
+// ACLs of every pattern type by name as given, Match the ACLs that apply
+// to the named resource (literal, the "*" wildcard and prefixes of it).
 type ACLPatternType int8
 
-// Pattern types. ACLPatternAny and ACLPatternMatch only appear in
-// filters: Any matches ACLs of every pattern type by name as given,
-// Match the ACLs that apply to the named resource (literal, the "*"
-// wildcard and prefixes of it).
 // ACLPatternUnknown is UNKNOWN.
 const ACLPatternUnknown ACLPatternType = 0
 
@@ -91,11 +90,10 @@ func ParseACLPatternType(s string) (ACLPatternType, error) {
 	return ACLPatternType(n), err
 }
 
-// ACLOperation is what an ACL allows or denies.
+// ACLOperation is what an ACL allows or denies. ACLOperationAny only
+// appears in filters; ACLOperationAll in an ACL covers every operation.
 type ACLOperation int8
 
-// Operations. ACLOperationAny only appears in filters; ACLOperationAll
-// in an ACL covers every operation.
 // ACLOperationUnknown is UNKNOWN.
 const ACLOperationUnknown ACLOperation = 0
 
@@ -158,9 +156,9 @@ func ParseACLOperation(s string) (ACLOperation, error) {
 }
 
 // ACLPermission says whether an ACL allows or denies its operation.
+// ACLPermissionAny only appears in filters.
 type ACLPermission int8
 
-// Permissions. ACLPermissionAny only appears in filters.
 // ACLPermissionUnknown is UNKNOWN.
 const ACLPermissionUnknown ACLPermission = 0
 
