@@ -62,6 +62,14 @@ func statsString(cs *Consumer) string {
 		s += fmt.Sprintf(" %s pos %d processed %d hw %d bufrecs %d bufbytes %d leader %d paused %v err %v;",
 			ps.TopicPartition, ps.Position, ps.Processed, ps.HighWatermark, ps.BufferedRecords, ps.BufferedBytes, ps.Leader, ps.Paused, ps.Err)
 	}
+	if e := cs.eos; e != nil {
+		e.mu.Lock()
+		s += fmt.Sprintf(" eos: seq %d open %v begun %v running %d ending %d handled %d since %v offsets %d failed %v fatal %v closed %v hold %v rewind %v token held %v; txn committed %d aborted %d; producer %v",
+			e.seq, e.open, e.begun, e.running, e.ending, e.handled, time.Since(e.first).Round(time.Millisecond), len(e.offsets),
+			e.failed, e.fatal, e.closed, time.Until(e.holdUntil).Round(time.Millisecond), e.rewindDue, len(e.token) > 0,
+			st.TxnCommitted, st.TxnAborted, e.p.txnState())
+		e.mu.Unlock()
+	}
 	return s
 }
 

@@ -109,12 +109,27 @@ func (r *eosRig) committed() int {
 	return n
 }
 
+// committedString describes the group's committed offsets of "in".
+func (r *eosRig) committedString() string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	offs, err := r.cl.Admin().FetchOffsets(ctx, r.group)
+	if err != nil {
+		return err.Error()
+	}
+	s := make([]string, 0, r.parts)
+	for p := range r.parts {
+		s = append(s, fmt.Sprintf("in[%d] %d", p, offs[TopicPartition{"in", p}].Offset))
+	}
+	return strings.Join(s, " ")
+}
+
 // awaitCommitted waits until the group's committed offsets cover every
 // input.
 func (r *eosRig) awaitCommitted(d time.Duration, describe func() string) {
 	r.t.Helper()
 	waitUntil(r.t, d, func() bool { return r.committed() == r.n }, func() string {
-		return fmt.Sprintf("%d of %d inputs committed; %s", r.committed(), r.n, describe())
+		return fmt.Sprintf("%d of %d inputs committed (%s); %s", r.committed(), r.n, r.committedString(), describe())
 	})
 }
 

@@ -189,11 +189,13 @@ func TestShareAllocsPerFetch(t *testing.T) {
 		off += perFetch
 	}
 	fetchOnce() // warms the tracker's slab, index and the buffers up
-	allocs := testing.AllocsPerRun(30, fetchOnce)
+	allocs := quietAllocsPerRun(3, 30, fetchOnce)
 	t.Logf("%v allocations per fetch of %d records", allocs, perFetch)
-	// Measured: 6 per fetch of 1,000 records (the Record slab, its
-	// pointer slice, the acquired ranges, the batched acknowledgements);
-	// none per record. Before the slab: 1,123.
+	// Measured: 8 per fetch of 1,000 records with -race, 7 without (the
+	// Record slab, its pointer slice, the acquired ranges, the batched
+	// acknowledgements); none per record. Before the slab: 1,123. A
+	// full package run in CI once measured 12 with a single
+	// AllocsPerRun: other tests' goroutines allocating meanwhile.
 	if allocs > 10 {
 		t.Fatalf("%v allocations per fetch of %d records, want at most 10", allocs, perFetch)
 	}
