@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -473,7 +475,7 @@ func (e *eos) end(ctx context.Context, commit bool) error {
 		err := e.commit(ctx, offs)
 		switch {
 		case err == nil:
-			e.cs.c.log.Debug("transaction committed", "group", e.cs.cfg.group.id, "partitions", len(offs), "inputs", handled)
+			e.cs.c.log.Debug("transaction committed", "group", e.cs.cfg.group.id, "partitions", len(offs), "inputs", handled, "offsets", eosOffsets(offs))
 			e.committed(offs)
 			return nil
 		case errors.Is(err, ErrTransactionAbortable) || errors.Is(err, errNotOwned):
@@ -499,6 +501,18 @@ func (e *eos) end(ctx context.Context, commit bool) error {
 	}
 	e.fatalErr(err)
 	return err
+}
+
+// eosOffsets logs a transaction's offsets, formatted only if logged.
+type eosOffsets map[TopicPartition]eosPos
+
+func (o eosOffsets) LogValue() slog.Value {
+	tps := sortedTPs(o)
+	s := make([]string, len(tps))
+	for i, tp := range tps {
+		s[i] = fmt.Sprintf("%s@%d", tp, o[tp].offset)
+	}
+	return slog.StringValue(strings.Join(s, " "))
 }
 
 func (e *eos) setEnding(how eosEnd) {

@@ -219,10 +219,18 @@ func TestExactlyOnceClean(t *testing.T) {
 					t.Skip("KIP-848 needs the current kfake versions")
 				}
 				r := newEOSRig(t, mode, 4, 1000)
-				cs, _ := r.eosMember("eos-clean", tc.every, nil, WithGroupProtocol(tc.proto))
+				var lost atomic.Int32
+				cs, _ := r.eosMember("eos-clean", tc.every, nil, WithGroupProtocol(tc.proto),
+					OnPartitionsLost(func(context.Context, []TopicPartition) { lost.Add(1) }))
 				r.awaitCommitted(60*time.Second, func() string { return statsString(cs) })
 				closeEOS(t, cs)
-				if aborted := r.checkExactlyOnce(); aborted != 0 {
+				aborted := r.checkExactlyOnce()
+				switch {
+				case aborted != 0 && lost.Load() > 0:
+					// A starved machine can miss the session
+					// timeout: the loss must abort, and did.
+					t.Logf("partitions lost %d times (the machine stalled past the session timeout); %d outputs aborted", lost.Load(), aborted)
+				case aborted != 0:
 					t.Errorf("a clean run aborted %d outputs", aborted)
 				}
 				st := cs.Stats()
