@@ -246,15 +246,30 @@ type TopicDetail struct {
 	ID         [16]byte
 	Internal   bool
 	Partitions []PartitionDetail
+	// AuthorizedOperations are what the client's principal may do with
+	// the topic; not Known unless DescribeTopics was given
+	// IncludeAuthorizedOperations and the broker reported them.
+	AuthorizedOperations ACLOperationSet
 	// Err is the topic's error, e.g. ErrUnknownTopicOrPartition.
 	Err error
 }
 
 // ListTopics returns details of the named topics, or of every topic when
 // none is named, sorted by name. Unknown named topics carry
-// ErrUnknownTopicOrPartition.
+// ErrUnknownTopicOrPartition. DescribeTopics is ListTopics with options.
 func (a *Admin) ListTopics(ctx context.Context, topics ...string) ([]TopicDetail, error) {
+	return a.DescribeTopics(ctx, topics)
+}
+
+// DescribeTopics returns details of the named topics, or of every topic
+// when none is named, sorted by name, as ListTopics does (Java's
+// describeTopics). With IncludeAuthorizedOperations each topic's
+// AuthorizedOperations lists what the client's principal may do with it
+// (Kafka 2.3+, Metadata v8).
+func (a *Admin) DescribeTopics(ctx context.Context, topics []string, opts ...DescribeOption) ([]TopicDetail, error) {
+	o := describeOptionsOf(opts)
 	req := kmsg.NewPtrMetadataRequest()
+	req.IncludeTopicAuthorizedOperations = o.authorizedOps
 	if len(topics) > 0 {
 		for _, t := range topics {
 			rt := kmsg.NewMetadataRequestTopic()
@@ -275,6 +290,9 @@ func (a *Admin) ListTopics(ctx context.Context, topics ...string) ([]TopicDetail
 			continue
 		}
 		d := TopicDetail{Name: *t.Topic, ID: t.TopicID, Internal: t.IsInternal, Err: kafkaerr.ForCode(t.ErrorCode)}
+		if o.authorizedOps && mr.Version >= 8 {
+			d.AuthorizedOperations = aclOperationsOf(t.AuthorizedOperations)
+		}
 		for _, p := range t.Partitions {
 			d.Partitions = append(d.Partitions, PartitionDetail{
 				Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch,
@@ -286,22 +304,6 @@ func (a *Admin) ListTopics(ctx context.Context, topics ...string) ([]TopicDetail
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
-}
-
-// ClusterInfo describes the cluster.
-type ClusterInfo struct {
-	ClusterID  string
-	Controller int32
-	Brokers    []BrokerMetadata
-}
-
-// DescribeCluster returns the cluster id, controller and brokers.
-func (a *Admin) DescribeCluster(ctx context.Context) (ClusterInfo, error) {
-	if err := a.c.cl.RefreshMetadata(ctx); err != nil {
-		return ClusterInfo{}, err
-	}
-	s := a.c.cl.Snapshot()
-	return ClusterInfo{ClusterID: s.ClusterID, Controller: s.Controller, Brokers: brokersOf(s)}, nil
 }
 
 // Special timestamps for ListOffsets.
