@@ -91,10 +91,16 @@ func (a *Admin) controllerRequest(ctx context.Context, req kmsg.Request) (kmsg.R
 }
 
 // CreateTopics creates topics. An existing topic reports
-// ErrTopicAlreadyExists in its result.
+// ErrTopicAlreadyExists in its result. ValidateOnly().CreateTopics checks
+// the topics without creating them.
 func (a *Admin) CreateTopics(ctx context.Context, topics ...TopicSpec) (TopicResults, error) {
+	return a.createTopics(ctx, topics, false)
+}
+
+func (a *Admin) createTopics(ctx context.Context, topics []TopicSpec, validateOnly bool) (TopicResults, error) {
 	req := kmsg.NewPtrCreateTopicsRequest()
 	req.TimeoutMillis = int32(a.c.cfg.requestTimeout.Milliseconds())
+	req.ValidateOnly = validateOnly
 	for _, t := range topics {
 		rt := kmsg.NewCreateTopicsRequestTopic()
 		rt.Topic = t.Name
@@ -113,13 +119,19 @@ func (a *Admin) CreateTopics(ctx context.Context, topics ...TopicSpec) (TopicRes
 		}
 		req.Topics = append(req.Topics, rt)
 	}
-	return a.topicOp(ctx, req, func(resp kmsg.Response) map[string]error {
+	var send kmsg.Request = req
+	if validateOnly {
+		// CreateTopics v0 has no ValidateOnly: the broker would create
+		// the topics.
+		send = minVersionRequest{req, 1}
+	}
+	return a.topicOp(ctx, send, func(resp kmsg.Response) map[string]error {
 		out := map[string]error{}
 		for _, t := range resp.(*kmsg.CreateTopicsResponse).Topics {
 			out[t.Topic] = withMessage(t.ErrorCode, t.ErrorMessage)
 		}
 		return out
-	}, names(topics))
+	}, names(topics), validateOnly)
 }
 
 // DeleteTopics deletes topics.
@@ -140,13 +152,19 @@ func (a *Admin) DeleteTopics(ctx context.Context, topics ...string) (TopicResult
 			}
 		}
 		return out
-	}, topics)
+	}, topics, false)
 }
 
 // CreatePartitions raises the partition count of topics to total.
+// ValidateOnly().CreatePartitions checks the change without making it.
 func (a *Admin) CreatePartitions(ctx context.Context, total int32, topics ...string) (TopicResults, error) {
+	return a.createPartitions(ctx, total, topics, false)
+}
+
+func (a *Admin) createPartitions(ctx context.Context, total int32, topics []string, validateOnly bool) (TopicResults, error) {
 	req := kmsg.NewPtrCreatePartitionsRequest()
 	req.TimeoutMillis = int32(a.c.cfg.requestTimeout.Milliseconds())
+	req.ValidateOnly = validateOnly
 	for _, t := range topics {
 		rt := kmsg.NewCreatePartitionsRequestTopic()
 		rt.Topic = t
@@ -159,12 +177,13 @@ func (a *Admin) CreatePartitions(ctx context.Context, total int32, topics ...str
 			out[t.Topic] = withMessage(t.ErrorCode, t.ErrorMessage)
 		}
 		return out
-	}, topics)
+	}, topics, validateOnly)
 }
 
 // topicOp sends a per-topic controller request, retries topics whose error
 // is retriable (NOT_CONTROLLER, timeouts) and returns a result per topic.
-func (a *Admin) topicOp(ctx context.Context, req kmsg.Request, parse func(kmsg.Response) map[string]error, topics []string) (TopicResults, error) {
+// A validate-only request changes nothing, so the metadata stays as is.
+func (a *Admin) topicOp(ctx context.Context, req kmsg.Request, parse func(kmsg.Response) map[string]error, topics []string, validateOnly bool) (TopicResults, error) {
 	resp, err := a.controllerRequest(ctx, req)
 	if err != nil {
 		return nil, err
@@ -178,8 +197,10 @@ func (a *Admin) topicOp(ctx context.Context, req kmsg.Request, parse func(kmsg.R
 		}
 		results[i] = TopicResult{Topic: t, Err: e}
 	}
-	// Topic creation changes what lookups should see; refresh soon.
-	a.c.cl.TriggerMetadata()
+	if !validateOnly {
+		// Topic creation changes what lookups should see; refresh soon.
+		a.c.cl.TriggerMetadata()
+	}
 	return results, nil
 }
 
@@ -225,15 +246,30 @@ type TopicDetail struct {
 	ID         [16]byte
 	Internal   bool
 	Partitions []PartitionDetail
+	// AuthorizedOperations are what the client's principal may do with
+	// the topic; not Known unless DescribeTopics was given
+	// IncludeAuthorizedOperations and the broker reported them.
+	AuthorizedOperations ACLOperationSet
 	// Err is the topic's error, e.g. ErrUnknownTopicOrPartition.
 	Err error
 }
 
 // ListTopics returns details of the named topics, or of every topic when
 // none is named, sorted by name. Unknown named topics carry
-// ErrUnknownTopicOrPartition.
+// ErrUnknownTopicOrPartition. DescribeTopics is ListTopics with options.
 func (a *Admin) ListTopics(ctx context.Context, topics ...string) ([]TopicDetail, error) {
+	return a.DescribeTopics(ctx, topics)
+}
+
+// DescribeTopics returns details of the named topics, or of every topic
+// when none is named, sorted by name, as ListTopics does (Java's
+// describeTopics). With IncludeAuthorizedOperations each topic's
+// AuthorizedOperations lists what the client's principal may do with it
+// (Kafka 2.3+, Metadata v8).
+func (a *Admin) DescribeTopics(ctx context.Context, topics []string, opts ...DescribeOption) ([]TopicDetail, error) {
+	o := describeOptionsOf(opts)
 	req := kmsg.NewPtrMetadataRequest()
+	req.IncludeTopicAuthorizedOperations = o.authorizedOps
 	if len(topics) > 0 {
 		for _, t := range topics {
 			rt := kmsg.NewMetadataRequestTopic()
@@ -254,6 +290,9 @@ func (a *Admin) ListTopics(ctx context.Context, topics ...string) ([]TopicDetail
 			continue
 		}
 		d := TopicDetail{Name: *t.Topic, ID: t.TopicID, Internal: t.IsInternal, Err: kafkaerr.ForCode(t.ErrorCode)}
+		if o.authorizedOps && mr.Version >= 8 {
+			d.AuthorizedOperations = aclOperationsOf(t.AuthorizedOperations)
+		}
 		for _, p := range t.Partitions {
 			d.Partitions = append(d.Partitions, PartitionDetail{
 				Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch,
@@ -265,22 +304,6 @@ func (a *Admin) ListTopics(ctx context.Context, topics ...string) ([]TopicDetail
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
-}
-
-// ClusterInfo describes the cluster.
-type ClusterInfo struct {
-	ClusterID  string
-	Controller int32
-	Brokers    []BrokerMetadata
-}
-
-// DescribeCluster returns the cluster id, controller and brokers.
-func (a *Admin) DescribeCluster(ctx context.Context) (ClusterInfo, error) {
-	if err := a.c.cl.RefreshMetadata(ctx); err != nil {
-		return ClusterInfo{}, err
-	}
-	s := a.c.cl.Snapshot()
-	return ClusterInfo{ClusterID: s.ClusterID, Controller: s.Controller, Brokers: brokersOf(s)}, nil
 }
 
 // Special timestamps for ListOffsets.

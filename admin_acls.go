@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 
@@ -153,6 +154,76 @@ func (o ACLOperation) String() string { return enumName(aclOperationNames, int8(
 func ParseACLOperation(s string) (ACLOperation, error) {
 	n, err := parseEnum(aclOperationNames, s, "operation")
 	return ACLOperation(n), err
+}
+
+// ACLOperationSet is a set of ACL operations: what the client's principal
+// may do with a resource, as brokers report it (KIP-430; Java's
+// authorizedOperations). The zero value is not Known: the operations
+// were not asked for, or the broker did not report them.
+type ACLOperationSet struct {
+	bits  uint32 // bit i: ACLOperation(i)
+	known bool
+}
+
+// aclOperationsNotProvided is the bitfield of a response that does not
+// report authorized operations (Integer.MIN_VALUE in Java).
+const aclOperationsNotProvided int32 = math.MinInt32
+
+// aclOperationsOf decodes a response's authorized-operations bitfield, in
+// which bit i set means ACLOperation(i) is allowed. As Java's admin client
+// does, it leaves out UNKNOWN, ANY and ALL, which name no operation one
+// may perform; it keeps the bits of operations newer than this client,
+// which print as ACLOperation(n).
+func aclOperationsOf(field int32) ACLOperationSet {
+	if field == aclOperationsNotProvided {
+		return ACLOperationSet{}
+	}
+	const none = 1<<ACLOperationUnknown | 1<<ACLOperationAny | 1<<ACLOperationAll
+	return ACLOperationSet{bits: uint32(field) &^ none, known: true}
+}
+
+// Known reports whether the set was reported: false when the operations
+// were not asked for (IncludeAuthorizedOperations) or the broker did not
+// report them (too old, or it omitted them).
+func (s ACLOperationSet) Known() bool { return s.known }
+
+// Has reports whether op is in the set.
+func (s ACLOperationSet) Has(op ACLOperation) bool {
+	return op >= 0 && op < 32 && s.bits&(1<<uint(op)) != 0
+}
+
+// Operations returns the operations of the set in wire-value order (READ
+// before WRITE); nil when the set is not Known, empty when it is known to
+// be empty.
+func (s ACLOperationSet) Operations() []ACLOperation {
+	if !s.known {
+		return nil
+	}
+	out := []ACLOperation{}
+	for i := range 32 {
+		if s.bits&(1<<uint(i)) != 0 {
+			out = append(out, ACLOperation(i))
+		}
+	}
+	return out
+}
+
+// String returns the operations' Java names, comma-separated (e.g.
+// "READ,DESCRIBE"); "none" for a known empty set, "unknown" for a set
+// that is not Known.
+func (s ACLOperationSet) String() string {
+	ops := s.Operations()
+	switch {
+	case ops == nil:
+		return "unknown"
+	case len(ops) == 0:
+		return "none"
+	}
+	names := make([]string, len(ops))
+	for i, op := range ops {
+		names[i] = op.String()
+	}
+	return strings.Join(names, ",")
 }
 
 // ACLPermission says whether an ACL allows or denies its operation.

@@ -377,10 +377,12 @@ func (a *Admin) DescribeBrokerConfigs(ctx context.Context, brokers ...int32) ([]
 
 // alterConfigs sends IncrementalAlterConfigs for the changes of each
 // resource (resources in order, each once) and returns each one's error.
-func (a *Admin) alterConfigs(ctx context.Context, resources []configResource, changes map[configResource][]kmsg.IncrementalAlterConfigsRequestResourceConfig) (map[configResource]error, error) {
+// With validateOnly the brokers check the changes and apply none.
+func (a *Admin) alterConfigs(ctx context.Context, resources []configResource, changes map[configResource][]kmsg.IncrementalAlterConfigsRequestResourceConfig, validateOnly bool) (map[configResource]error, error) {
 	replies, failed, err := configRouted(ctx, a, resources,
 		func(_ context.Context, rs []configResource) (kmsg.Request, func(kmsg.Response) map[configResource]error) {
 			req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+			req.ValidateOnly = validateOnly
 			for _, r := range rs {
 				rr := kmsg.NewIncrementalAlterConfigsRequestResource()
 				rr.ResourceType = r.typ
@@ -436,8 +438,13 @@ func alterOp(name string, value *string, op ConfigOp) (kmsg.IncrementalAlterConf
 // keys change), one result per distinct topic, in request order. An
 // invalid change (an empty name, an unknown Op, APPEND or SUBTRACT
 // without a value) fails its topic with ErrInvalidConfig, and nothing is
-// sent for that topic.
+// sent for that topic. ValidateOnly().AlterTopicConfigs checks the changes
+// without applying them.
 func (a *Admin) AlterTopicConfigs(ctx context.Context, changes ...AlterConfig) (TopicResults, error) {
+	return a.alterTopicConfigs(ctx, changes, false)
+}
+
+func (a *Admin) alterTopicConfigs(ctx context.Context, changes []AlterConfig, validateOnly bool) (TopicResults, error) {
 	var topics []string
 	var rs []configResource
 	ops := map[configResource][]kmsg.IncrementalAlterConfigsRequestResourceConfig{}
@@ -461,7 +468,7 @@ func (a *Admin) AlterTopicConfigs(ctx context.Context, changes ...AlterConfig) (
 			rs = append(rs, configResource{kmsg.ConfigResourceTypeTopic, t})
 		}
 	}
-	got, err := a.alterConfigs(ctx, rs, ops)
+	got, err := a.alterConfigs(ctx, rs, ops, validateOnly)
 	if err != nil {
 		return nil, err
 	}
@@ -483,7 +490,13 @@ func (a *Admin) AlterTopicConfigs(ctx context.Context, changes ...AlterConfig) (
 // broker. An invalid change (an empty name, a negative broker id other
 // than DefaultBroker, an unknown Op, APPEND or SUBTRACT without a value)
 // fails its broker with ErrInvalidConfig, and nothing is sent for it.
+// ValidateOnly().IncrementalAlterBrokerConfigs checks the changes without
+// applying them.
 func (a *Admin) IncrementalAlterBrokerConfigs(ctx context.Context, changes ...BrokerConfigChange) (BrokerResults, error) {
+	return a.incrementalAlterBrokerConfigs(ctx, changes, false)
+}
+
+func (a *Admin) incrementalAlterBrokerConfigs(ctx context.Context, changes []BrokerConfigChange, validateOnly bool) (BrokerResults, error) {
 	var brokers []int32
 	seen := map[int32]bool{}
 	ops := map[configResource][]kmsg.IncrementalAlterConfigsRequestResourceConfig{}
@@ -511,7 +524,7 @@ func (a *Admin) IncrementalAlterBrokerConfigs(ctx context.Context, changes ...Br
 			rs = append(rs, brokerResource(b))
 		}
 	}
-	got, err := a.alterConfigs(ctx, rs, ops)
+	got, err := a.alterConfigs(ctx, rs, ops, validateOnly)
 	if err != nil {
 		return nil, err
 	}

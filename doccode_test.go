@@ -90,6 +90,9 @@ func readmeTour(ctx context.Context, user, pass string, k, v []byte, recs []*rif
 	// reassignments, ElectLeaders, log dirs, SCRAM credentials (salted here),
 	// group offsets, features. Each goes to the broker that must answer
 	// (controller, leader, coordinator, a given broker) and is retried there.
+	// Admin().ValidateOnly() has topic creation, partition raises and config
+	// changes checked without applying them (Java's validateOnly);
+	// DescribeCluster and DescribeTopics take IncludeAuthorizedOperations().
 	acls, err := cl.Admin().CreateACLs(ctx, riffle.ACLBinding{
 		ResourceType: riffle.ACLResourceTopic, ResourceName: "events", Principal: "User:billing",
 		Operation: riffle.ACLOperationRead, Permission: riffle.ACLPermissionAllow,

@@ -319,11 +319,13 @@ func (a *app) configCmd() *cobra.Command {
 		Long: `Manage the dynamic configs of a topic (--topic) or a broker (--broker ID, or
 --broker default for the cluster-wide default of every broker): describe
 them, set keys and delete keys (back to their defaults). Changes are
-incremental: keys not named keep their values.`,
+incremental: keys not named keep their values. With --validate-only the
+brokers check a change and apply none of it.`,
 		Example: `  riffle config describe --topic orders
   riffle config describe --broker 1 --all
   riffle config set --topic orders retention.ms=86400000 cleanup.policy=compact
   riffle config set --broker default log.retention.ms=604800000
+  riffle config set --topic orders retention.ms=86400000 --validate-only
   riffle config delete --topic orders retention.ms`,
 	})
 	cmd.AddCommand(a.configDescribeCmd(), a.configSetCmd(), a.configDeleteCmd())
@@ -339,6 +341,11 @@ type configTarget struct {
 func (t *configTarget) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&t.topic, "topic", "", "the `TOPIC` whose configs to use")
 	cmd.Flags().StringVar(&t.broker, "broker", "", "the broker `ID` whose configs to use, or default for the cluster-wide default")
+}
+
+// addValidateOnly adds --validate-only to a command that changes configs.
+func addValidateOnly(cmd *cobra.Command) *bool {
+	return cmd.Flags().Bool("validate-only", false, "only have the broker check the change: apply nothing")
 }
 
 // brokerID parses --broker; ok is false when --topic was given.
@@ -449,13 +456,16 @@ func (a *app) configSetCmd() *cobra.Command {
 		Use:   "set KEY=VALUE...",
 		Short: "Set configs of a topic or a broker",
 		Long: `Set configs of a topic or a broker (dynamic broker configs only). Keys not
-named keep their values.`,
+named keep their values. With --validate-only the broker checks the
+change (names, values, authorization, alter policies) and applies none.`,
 		Example: `  riffle config set --topic orders retention.ms=86400000
   riffle config set --broker 1 log.retention.ms=3600000
-  riffle config set --broker default log.retention.ms=604800000`,
+  riffle config set --broker default log.retention.ms=604800000
+  riffle config set --topic orders cleanup.policy=compact --validate-only`,
 		Args: cobra.MinimumNArgs(1),
 	}
 	target.add(cmd)
+	validateOnly := addValidateOnly(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		broker, isBroker, err := target.check()
 		if err != nil {
@@ -475,7 +485,7 @@ named keep their values.`,
 			v := kvs[k]
 			ops[i] = configOp{name: k, value: &v, op: riffle.ConfigOpSet}
 		}
-		return a.alterConfigs(&target, broker, isBroker, ops, "set")
+		return a.alterConfigs(&target, broker, isBroker, ops, "set", *validateOnly)
 	}
 	return cmd
 }
@@ -486,12 +496,15 @@ func (a *app) configDeleteCmd() *cobra.Command {
 		Use:     "delete KEY...",
 		Aliases: []string{"rm"},
 		Short:   "Delete configs of a topic or a broker (back to their defaults)",
-		Long:    `Delete dynamic configs of a topic or a broker: they revert to their defaults.`,
+		Long: `Delete dynamic configs of a topic or a broker: they revert to their defaults.
+With --validate-only the broker checks the change and applies none.`,
 		Example: `  riffle config delete --topic orders retention.ms
-  riffle config delete --broker default log.retention.ms`,
+  riffle config delete --broker default log.retention.ms
+  riffle config delete --topic orders retention.ms --validate-only`,
 		Args: cobra.MinimumNArgs(1),
 	}
 	target.add(cmd)
+	validateOnly := addValidateOnly(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		broker, isBroker, err := target.check()
 		if err != nil {
@@ -504,7 +517,7 @@ func (a *app) configDeleteCmd() *cobra.Command {
 			}
 			ops[i] = configOp{name: k, op: riffle.ConfigOpDelete}
 		}
-		return a.alterConfigs(&target, broker, isBroker, ops, "deleted")
+		return a.alterConfigs(&target, broker, isBroker, ops, "delete", *validateOnly)
 	}
 	return cmd
 }
@@ -515,10 +528,24 @@ type configOp struct {
 	op    riffle.ConfigOp
 }
 
-func (a *app) alterConfigs(target *configTarget, broker int32, isBroker bool, ops []configOp, verb string) error {
+// alterConfigs applies ops (or has them validated) and reports each change
+// with verb ("set", "delete"): "set k=v on ...", "deleted k on ...", "would
+// set k=v on ..." when validating.
+func (a *app) alterConfigs(target *configTarget, broker int32, isBroker bool, ops []configOp, verb string, validateOnly bool) error {
 	cl, err := a.connect()
 	if err != nil {
 		return err
+	}
+	adm := cl.Admin()
+	what := "altering configs"
+	alterBroker, alterTopic := adm.IncrementalAlterBrokerConfigs, adm.AlterTopicConfigs
+	switch {
+	case validateOnly:
+		what = "validating config changes"
+		alterBroker, alterTopic = adm.ValidateOnly().IncrementalAlterBrokerConfigs, adm.ValidateOnly().AlterTopicConfigs
+		verb = "would " + verb
+	case verb == "delete":
+		verb = "deleted"
 	}
 	var itemErr error
 	if isBroker {
@@ -526,9 +553,9 @@ func (a *app) alterConfigs(target *configTarget, broker int32, isBroker bool, op
 		for i, o := range ops {
 			changes[i] = riffle.BrokerConfigChange{Broker: broker, Name: o.name, Value: o.value, Op: o.op}
 		}
-		res, err := cl.Admin().IncrementalAlterBrokerConfigs(a.context(), changes...)
+		res, err := alterBroker(a.context(), changes...)
 		if err != nil {
-			return fmt.Errorf("altering configs: %w", err)
+			return fmt.Errorf("%s: %w", what, err)
 		}
 		itemErr = res[0].Err
 	} else {
@@ -536,9 +563,9 @@ func (a *app) alterConfigs(target *configTarget, broker int32, isBroker bool, op
 		for i, o := range ops {
 			changes[i] = riffle.AlterConfig{Topic: target.topic, Name: o.name, Value: o.value, Op: o.op}
 		}
-		res, err := cl.Admin().AlterTopicConfigs(a.context(), changes...)
+		res, err := alterTopic(a.context(), changes...)
 		if err != nil {
-			return fmt.Errorf("altering configs: %w", err)
+			return fmt.Errorf("%s: %w", what, err)
 		}
 		itemErr = res[0].Err
 	}

@@ -103,7 +103,7 @@ func demoSteps() []demoStep {
 }
 
 func (d *demo) connect(ctx context.Context) error {
-	c, err := describeCluster(ctx, d.client)
+	c, err := describeCluster(ctx, d.client, false)
 	if err != nil {
 		return err
 	}

@@ -14,15 +14,18 @@ import (
 func (a *app) topicCmd() *cobra.Command {
 	cmd := groupCmd(&cobra.Command{
 		Use:   "topic",
-		Short: "List, describe, create and delete topics",
+		Short: "List, describe, create and delete topics, add partitions",
 		Long: `Manage topics: list them, describe their partitions, offsets and configs,
-create them and delete them.`,
+create them, add partitions to them and delete them. Creating topics and
+adding partitions can be checked by the brokers first (--validate-only).`,
 		Example: `  riffle topic list
   riffle topic describe orders
   riffle topic create orders -p 12 -r 3 --config retention.ms=86400000
+  riffle topic create orders -p 12 -r 3 --validate-only
+  riffle topic add-partitions orders -p 24
   riffle topic delete orders`,
 	})
-	cmd.AddCommand(a.topicListCmd(), a.topicDescribeCmd(), a.topicCreateCmd(), a.topicDeleteCmd())
+	cmd.AddCommand(a.topicListCmd(), a.topicDescribeCmd(), a.topicCreateCmd(), a.topicAddPartitionsCmd(), a.topicDeleteCmd())
 	return cmd
 }
 
@@ -382,9 +385,10 @@ func offset(o *int64) string {
 
 func (a *app) topicCreateCmd() *cobra.Command {
 	var (
-		partitions  int32
-		replication int16
-		configs     []string
+		partitions   int32
+		replication  int16
+		configs      []string
+		validateOnly bool
 	)
 	cmd := &cobra.Command{
 		Use:   "create TOPIC...",
@@ -395,15 +399,21 @@ factor and configs. Without -p or -r the broker defaults apply
 
 Each topic is reported on its own line: created ones on stdout, failures
 (such as a topic that already exists) on stderr. riffle exits with status
-1 if any topic could not be created.`,
+1 if any topic could not be created.
+
+With --validate-only the brokers check the topics (name, partitions,
+replication factor, configs, authorization, create policies) and create
+nothing: each topic that would be created is reported as such.`,
 		Example: `  riffle topic create orders
   riffle topic create orders payments -p 12 -r 3
-  riffle topic create compacted -p 1 --config cleanup.policy=compact --config min.compaction.lag.ms=60000`,
+  riffle topic create compacted -p 1 --config cleanup.policy=compact --config min.compaction.lag.ms=60000
+  riffle topic create orders -p 12 -r 5 --validate-only`,
 		Args: cobra.MinimumNArgs(1),
 	}
 	cmd.Flags().Int32VarP(&partitions, "partitions", "p", -1, "number `N` of partitions (default: the broker's num.partitions)")
 	cmd.Flags().Int16VarP(&replication, "replication", "r", -1, "replication factor `N`, replicas per partition (default: the broker's default.replication.factor)")
 	cmd.Flags().StringArrayVarP(&configs, "config", "c", nil, "topic config `KEY=VALUE` (repeatable)")
+	cmd.Flags().BoolVar(&validateOnly, "validate-only", false, "only have the brokers check the topics: create nothing")
 	defaultInUsage(cmd.Flags(), "partitions", "replication")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		names, err := uniqueTopics(args)
@@ -428,11 +438,74 @@ Each topic is reported on its own line: created ones on stdout, failures
 		for i, n := range names {
 			specs[i] = riffle.TopicSpec{Name: n, Partitions: partitions, ReplicationFactor: replication, Configs: cfg}
 		}
+		if validateOnly {
+			results, err := cl.Admin().ValidateOnly().CreateTopics(a.context(), specs...)
+			if err != nil {
+				return fmt.Errorf("validating topics: %w", err)
+			}
+			return a.reportTopicResults("would create", results)
+		}
 		results, err := cl.Admin().CreateTopics(a.context(), specs...)
 		if err != nil {
 			return fmt.Errorf("creating topics: %w", err)
 		}
 		return a.reportTopicResults("created", results)
+	}
+	return cmd
+}
+
+// ---- topic add-partitions ----
+
+func (a *app) topicAddPartitionsCmd() *cobra.Command {
+	var (
+		partitions   int32
+		validateOnly bool
+	)
+	cmd := &cobra.Command{
+		Use:   "add-partitions TOPIC... -p N",
+		Short: "Raise the partition count of topics",
+		Long: `Raise the partition count of one or more topics to N, the new total (as
+kafka-topics.sh --alter --partitions N). Partitions cannot be removed: a
+count below the current one fails (INVALID_PARTITIONS). Existing records
+stay where they are, so new records of a key may go to another partition
+than the key's earlier ones.
+
+Each topic is reported on its own line: changed ones on stdout, failures
+on stderr. riffle exits with status 1 if any topic failed. With
+--validate-only the brokers check the change and make none.`,
+		Example: `  riffle topic add-partitions orders -p 24
+  riffle topic add-partitions orders payments -p 12 --validate-only`,
+		Args: cobra.MinimumNArgs(1),
+	}
+	cmd.Flags().Int32VarP(&partitions, "partitions", "p", 0, "the new total number `N` of partitions (required)")
+	cmd.Flags().BoolVar(&validateOnly, "validate-only", false, "only have the brokers check the change: add no partition")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		names, err := uniqueTopics(args)
+		if err != nil {
+			return err
+		}
+		if partitions <= 0 {
+			return usageErrorf("--partitions (the new total) must be positive, got %d", partitions)
+		}
+		cl, err := a.connect()
+		if err != nil {
+			return err
+		}
+		line := func(verb string) func(string) string {
+			return func(topic string) string { return fmt.Sprintf("%s topic %q to %d partitions", verb, topic, partitions) }
+		}
+		if validateOnly {
+			results, err := cl.Admin().ValidateOnly().CreatePartitions(a.context(), partitions, names...)
+			if err != nil {
+				return fmt.Errorf("validating partitions: %w", err)
+			}
+			return a.reportTopics(results, line("would raise"))
+		}
+		results, err := cl.Admin().CreatePartitions(a.context(), partitions, names...)
+		if err != nil {
+			return fmt.Errorf("adding partitions: %w", err)
+		}
+		return a.reportTopics(results, line("raised"))
 	}
 	return cmd
 }
@@ -492,9 +565,15 @@ Each topic is reported on its own line: deleted ones on stdout, failures
 	return cmd
 }
 
-// reportTopicResults prints one line per topic: successes on stdout,
-// failures on stderr. It returns errReported if any topic failed.
+// reportTopicResults prints one line per topic: successes on stdout
+// ("VERB topic NAME"), failures on stderr. It returns errReported if any
+// topic failed.
 func (a *app) reportTopicResults(verb string, results riffle.TopicResults) error {
+	return a.reportTopics(results, func(topic string) string { return fmt.Sprintf("%s topic %q", verb, topic) })
+}
+
+// reportTopics is reportTopicResults with success lines from line.
+func (a *app) reportTopics(results riffle.TopicResults, line func(topic string) string) error {
 	failed := 0
 	for _, r := range results {
 		if r.Err != nil {
@@ -502,7 +581,7 @@ func (a *app) reportTopicResults(verb string, results riffle.TopicResults) error
 			failed++
 			continue
 		}
-		fmt.Fprintf(a.stdout, "%s topic %q\n", verb, r.Topic)
+		fmt.Fprintln(a.stdout, line(r.Topic))
 	}
 	if failed > 0 {
 		return errReported

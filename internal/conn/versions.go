@@ -65,11 +65,22 @@ func (v *Versions) Max(key, ours int16) (int16, bool) {
 	return use, true
 }
 
-// Pick returns the version to send req at: min(our max, broker max).
+// MinVersioned is a request that must not be sent below a version: one
+// that sets a field older versions would silently drop (e.g.
+// CreateTopics' ValidateOnly, v1+).
+type MinVersioned interface {
+	MinVersion() int16
+}
+
+// Pick returns the version to send req at: min(our max, broker max). A
+// request that is MinVersioned fails with ErrUnsupported below its minimum.
 func (v *Versions) Pick(req kmsg.Request) (int16, error) {
 	use, ok := v.Max(req.Key(), req.MaxVersion())
 	if !ok {
 		return 0, fmt.Errorf("%s: %w", kmsg.NameForKey(req.Key()), errs.ErrUnsupported)
+	}
+	if m, isMin := req.(MinVersioned); isMin && use < m.MinVersion() {
+		return 0, fmt.Errorf("%s v%d: %w (v%d needed)", kmsg.NameForKey(req.Key()), use, errs.ErrUnsupported, m.MinVersion())
 	}
 	return use, nil
 }
