@@ -41,6 +41,9 @@
 //   - riffle.consumer.fetch.size (By): histogram of fetch responses (fetch-size-avg)
 //   - riffle.consumer.rebalance.total ({rebalance}), riffle.consumer.rebalance.latency (s): rebalance-total, rebalance-latency-avg
 //   - riffle.consumer.commit.total ({commit}), riffle.consumer.commit.latency (s): commit-total, commit-latency-avg
+//     (OffsetCommit requests only, as Java's)
+//   - riffle.consumer.transactional_commit.total ({commit}): transactions that committed offsets of the group
+//     (SendOffsetsToTransaction, ExactlyOnce), counted when they commit
 //   - riffle.request.total ({request}), riffle.request.latency (s): by riffle.api (request-total, request-latency-avg)
 //   - riffle.errors ({error}): by riffle.error.source and error.type (riffle.ErrorClass)
 //
