@@ -21,6 +21,12 @@
 // continues the same trace, so a trace spans producer → consumer handler →
 // producer → process workers.
 //
+// Tracing.WrapBatchHandler does the same for riffle.HandleBatch, following
+// the conventions for batch processing: one "process <topic>" span of kind
+// CONSUMER per batch, child of the handler's context, with
+// messaging.batch.message_count and a link to the creation context of
+// each record rather than a parent (a batch has many).
+//
 // # Metrics
 //
 // Metrics implements Riffle's data-path and connection hooks (pass it to
