@@ -117,7 +117,8 @@ func (o *hookObserver) Throttled(addr string, node int32, d time.Duration) {
 // they must be fast and must not block. When none is installed each call
 // site costs one length check; the events are passed by value and
 // allocate nothing, but for CommitEvent's Offsets (one map per commit,
-// built only for installed CommitHooks). ErrorClass turns their Err fields into bounded labels.
+// built only for installed CommitHooks). ErrorClass turns their Err
+// fields into bounded labels.
 
 // ProduceBatchEvent describes the outcome of one produced batch.
 type ProduceBatchEvent struct {
