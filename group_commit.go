@@ -195,10 +195,10 @@ func (c *committer) run(ctx context.Context) {
 		var dropped []TopicPartition
 		var failed map[TopicPartition]error
 		if len(batch) > 0 {
-			n, start := len(batch), time.Now()
+			start := time.Now()
 			dropped, failed, err = c.send(ctx, batch)
 			if len(c.m.cs.c.hooks.commit) > 0 {
-				c.reportCommit(n, start, err)
+				c.reportCommit(batch, start, err) // send left the dropped entries out
 			}
 			if err != nil && ctx.Err() == nil {
 				if rebalanceCommitError(err) {

@@ -116,7 +116,9 @@ func (o *hookObserver) Throttled(addr string, node int32, d time.Duration) {
 // once per batch or event, never per record, on the client's goroutines:
 // they must be fast and must not block. When none is installed each call
 // site costs one length check; the events are passed by value and
-// allocate nothing. ErrorClass turns their Err fields into bounded labels.
+// allocate nothing, but for CommitEvent's Offsets (one map per commit,
+// built only for installed CommitHooks). ErrorClass turns their Err
+// fields into bounded labels.
 
 // ProduceBatchEvent describes the outcome of one produced batch.
 type ProduceBatchEvent struct {
@@ -204,18 +206,42 @@ type RebalanceHook interface {
 	OnRebalance(e RebalanceEvent)
 }
 
-// CommitEvent describes one offset commit of a group member (OffsetCommit,
-// retries included).
+// CommitEvent describes one offset commit of a group: an OffsetCommit of a
+// group member (retries included), or the offsets a transaction committed
+// for the group (Transactional).
 type CommitEvent struct {
-	Group      string
+	Group string
+	// Partitions is the number of partitions the commit carried:
+	// len(Offsets).
 	Partitions int
-	Latency    time.Duration
-	Err        error
+	// Offsets are the offsets the commit carried, per partition (those
+	// it tried when Err is set). The map is made for this event and
+	// shared by the hooks it is passed to: a hook may keep it but must
+	// not modify it.
+	Offsets map[TopicPartition]OffsetAndMetadata
+	// Transactional reports offsets committed by a transaction: sent
+	// with Producer.SendOffsetsToTransaction (by the application, a
+	// consumer's ExactlyOnce or process.ExactlyOnce) and made the
+	// group's when CommitTransaction succeeded. The event comes then,
+	// once per group of the transaction, with Offsets the offsets the
+	// group's coordinator accepted for it; Latency is that
+	// CommitTransaction call (flushing the transaction's records
+	// included), and Err is always nil. An aborted transaction, or one
+	// whose commit failed, reports nothing: its offsets were never
+	// committed.
+	Transactional bool
+	// Latency is the duration of the commit.
+	Latency time.Duration
+	// Err is nil for a commit that succeeded (for an OffsetCommit, one
+	// that failed for some partitions joins their errors).
+	Err error
 }
 
-// CommitHook is called when an offset commit of a group consumer ends.
-// Transactional commits (ExactlyOnce) are reported by the producer's
-// transaction, not here.
+// CommitHook is called when an offset commit of a group consumer ends,
+// and when a transaction that carried offsets (SendOffsetsToTransaction)
+// commits: the hooks of the transactional producer's client (WithHooks)
+// and the producer's own (WithProducerHooks) get an event with
+// Transactional set.
 type CommitHook interface {
 	OnCommit(e CommitEvent)
 }

@@ -141,8 +141,13 @@ func TestDataHooks(t *testing.T) {
 	}
 	var committed bool
 	for _, e := range h.commits {
-		if e.Group != "g" || e.Partitions <= 0 || e.Latency < 0 {
+		if e.Group != "g" || e.Partitions <= 0 || e.Partitions != len(e.Offsets) || e.Transactional || e.Latency < 0 {
 			t.Errorf("commit event %+v", e)
+		}
+		for tp, om := range e.Offsets {
+			if tp.Topic != "m" || om.Offset <= 0 || om.Offset > perPart[tp.Partition] {
+				t.Errorf("commit event offset %s %+v (partition has %d records)", tp, om, perPart[tp.Partition])
+			}
 		}
 		committed = committed || e.Err == nil
 	}

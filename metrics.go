@@ -1,6 +1,7 @@
 package riffle
 
 import (
+	"slices"
 	"time"
 
 	"github.com/riffle-go/riffle/internal/fetch"
@@ -101,10 +102,36 @@ func (m *member) rebalanced(start time.Time, err error) {
 	}
 }
 
-// reportCommit reports an offset commit of n partitions to the CommitHooks.
-func (c *committer) reportCommit(n int, start time.Time, err error) {
-	e := CommitEvent{Group: c.m.cfg.id, Partitions: n, Latency: time.Since(start), Err: err}
+// reportCommit reports an offset commit of batch (the entries the
+// request carried) to the CommitHooks.
+func (c *committer) reportCommit(batch map[TopicPartition]commitEntry, start time.Time, err error) {
+	offs := make(map[TopicPartition]OffsetAndMetadata, len(batch))
+	for tp, e := range batch {
+		meta := c.m.cfg.commitMetadata
+		if e.hasMeta {
+			meta = e.meta
+		}
+		offs[tp] = OffsetAndMetadata{Offset: e.offset, LeaderEpoch: e.epoch, Metadata: meta}
+	}
+	e := CommitEvent{Group: c.m.cfg.id, Partitions: len(offs), Offsets: offs, Latency: time.Since(start), Err: err}
 	for _, h := range c.m.cs.c.hooks.commit {
 		h.OnCommit(e)
+	}
+}
+
+// reportTxnCommit reports the offsets of a committed transaction, one
+// event per group (in group order), to the producer's CommitHooks.
+func (p *Producer) reportTxnCommit(offs map[string]map[TopicPartition]OffsetAndMetadata, start time.Time) {
+	lat := time.Since(start)
+	groups := make([]string, 0, len(offs))
+	for g := range offs {
+		groups = append(groups, g)
+	}
+	slices.Sort(groups)
+	for _, g := range groups {
+		e := CommitEvent{Group: g, Partitions: len(offs[g]), Offsets: offs[g], Transactional: true, Latency: lat}
+		for _, h := range p.commitHks {
+			h.OnCommit(e)
+		}
 	}
 }

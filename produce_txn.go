@@ -41,6 +41,10 @@ type txnState struct {
 	v2      bool               // the coordinator supports KIP-890 (see learn)
 	canBump bool               // the coordinator bumps epochs (KIP-360)
 	failing uint64             // 1 + the transaction whose records its error state failed
+	// offs are the offsets the groups' coordinators accepted for the
+	// open transaction, per group, kept only for CommitHooks (see
+	// keptOffset): CommitTransaction reports them once it commits.
+	offs map[string]map[TopicPartition]OffsetAndMetadata
 }
 
 func newTxnState(p *Producer) *txnState {
@@ -173,6 +177,23 @@ func (s *txnState) recordFailed(err error) {
 	}
 	s.m.Fail(a, err)
 	s.changedLocked()
+}
+
+// keptOffset keeps, for the CommitHooks, an offset the coordinator of
+// group accepted for the open transaction (a later one of the partition
+// replaces it, as at the coordinator).
+func (s *txnState) keptOffset(group string, tp TopicPartition, om OffsetAndMetadata) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.offs == nil {
+		s.offs = map[string]map[TopicPartition]OffsetAndMetadata{}
+	}
+	g := s.offs[group]
+	if g == nil {
+		g = map[TopicPartition]OffsetAndMetadata{}
+		s.offs[group] = g
+	}
+	g[tp] = om
 }
 
 // requireBump records that the sequences of the current epoch are broken:

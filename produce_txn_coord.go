@@ -378,6 +378,9 @@ func (s *txnState) txnOffsetCommit(ctx context.Context, offsets map[TopicPartiti
 			for _, p := range t.Partitions {
 				tp := TopicPartition{t.Topic, p.Partition}
 				if p.ErrorCode == 0 {
+					if om, ok := pending[tp]; ok && len(s.p.commitHks) > 0 {
+						s.keptOffset(g.GroupID, tp, om)
+					}
 					delete(pending, tp)
 					continue
 				}

@@ -79,6 +79,9 @@ type Producer struct {
 	dataLoss []DataLossHook
 	written  []BatchWrittenHook
 	batchHks []ProduceBatchHook // the client's and the producer's
+	// commitHks get the offsets of committed transactions: the client's
+	// and the producer's.
+	commitHks []CommitHook
 }
 
 // NewProducer returns a producer using the client's connections. Invalid
@@ -111,8 +114,12 @@ func NewProducer(c *Client, opts ...ProducerOption) (*Producer, error) {
 		if x, ok := h.(ProduceBatchHook); ok {
 			p.batchHks = append(p.batchHks, x)
 		}
+		if x, ok := h.(CommitHook); ok {
+			p.commitHks = append(p.commitHks, x)
+		}
 	}
 	p.batchHks = append(p.batchHks, c.hooks.produce...)
+	p.commitHks = append(p.commitHks, c.hooks.commit...)
 	p.life.Go(p.idLoop, p.expireLoop)
 	if cfg.transactionalID != "" {
 		p.txn = newTxnState(p)

@@ -200,8 +200,10 @@ func ProduceRequestTimeout(d time.Duration) ProducerOption {
 func StopOnDataLoss() ProducerOption { return func(c *producerConfig) { c.stopOnDataLoss = true } }
 
 // WithProducerHooks adds producer hooks (DataLossHook, BatchWrittenHook,
-// ProduceBatchHook). The client's ProduceBatchHooks (WithHooks) apply to
-// every producer already.
+// ProduceBatchHook, CommitHook). The client's ProduceBatchHooks and
+// CommitHooks (WithHooks) apply to every producer already. A producer's
+// CommitHooks see the offsets its transactions commit (CommitEvent's
+// Transactional).
 func WithProducerHooks(hooks ...ProducerHook) ProducerOption {
 	return func(c *producerConfig) { c.hooks = append(c.hooks, hooks...) }
 }
@@ -237,8 +239,9 @@ func TransactionTimeout(d time.Duration) ProducerOption {
 	return func(c *producerConfig) { c.txnTimeout = d }
 }
 
-// ProducerHook is any value implementing DataLossHook, BatchWrittenHook
-// and/or ProduceBatchHook. Hooks run on producer goroutines and must not
+// ProducerHook is any value implementing DataLossHook, BatchWrittenHook,
+// ProduceBatchHook and/or CommitHook. Hooks run on producer goroutines
+// (CommitHooks on the goroutine calling CommitTransaction) and must not
 // block.
 type ProducerHook any
 

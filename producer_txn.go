@@ -173,6 +173,7 @@ func (p *Producer) BeginTransaction() error {
 	default:
 	}
 	s.start = time.Time{}
+	s.offs = nil
 	s.changedLocked()
 	return nil
 }
@@ -182,7 +183,8 @@ func (p *Producer) BeginTransaction() error {
 // ErrTransactionState), waits until every record produced before it has
 // its outcome, and, if all were written, asks the coordinator to commit
 // (EndTxn): the records and the offsets sent with it become visible to
-// read_committed consumers at once.
+// read_committed consumers at once. The producer's CommitHooks then get
+// those offsets, one CommitEvent per group with Transactional set.
 //
 // If a record of the transaction failed, or one fails meanwhile, it
 // returns an error matching ErrTransactionAbortable that wraps the first
@@ -204,6 +206,7 @@ func (p *Producer) CommitTransaction(ctx context.Context) error {
 		return err
 	}
 	defer s.unlock()
+	start := time.Now()
 	s.mu.Lock()
 	err = s.m.BeginCommit()
 	failed := s.failed
@@ -241,7 +244,10 @@ func (p *Producer) CommitTransaction(ctx context.Context) error {
 			}
 		}
 	}
-	s.complete()
+	// Committed: the offsets sent in the transaction are the groups'.
+	if offs := s.complete(); len(offs) > 0 && len(p.commitHks) > 0 {
+		p.reportTxnCommit(offs, start)
+	}
 	return nil
 }
 
@@ -406,12 +412,16 @@ func (s *txnState) err() error {
 	return s.m.Err()
 }
 
-// complete ends a commit or abort.
-func (s *txnState) complete() {
+// complete ends a commit or abort. It returns the offsets kept for the
+// CommitHooks (see keptOffset), which the next transaction starts without.
+func (s *txnState) complete() map[string]map[TopicPartition]OffsetAndMetadata {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.m.Completed()
 	s.changedLocked()
-	s.mu.Unlock()
+	offs := s.offs
+	s.offs = nil
+	return offs
 }
 
 // closeTxn ends the producer's transactions on Close: an open transaction

@@ -76,7 +76,11 @@ func (s TelemetrySubscription) Requested(name string) bool {
 // push after a random ±50% of it), re-fetching the subscription when the
 // broker no longer knows it, backing off after errors, and pushing once
 // more with Terminating set when the client closes (bounded by the
-// RequestTimeout). A broker without KIP-714 support, one that has no
+// RequestTimeout). The requests go to one broker, chosen as the Java
+// client's leastLoadedNode: the connected broker with the fewest requests
+// in flight (else one being dialed, else one that may be dialed); the
+// client stays with it until a request to it fails, then backs off and
+// fetches the subscription from another broker chosen the same way. A broker without KIP-714 support, one that has no
 // subscription for the client (an empty RequestedMetrics: the client asks
 // again after the push interval) or one that rejects the pushes as invalid
 // stops nothing but the telemetry. Without this option no telemetry
@@ -110,6 +114,10 @@ type telemetry struct {
 	connected  chan struct{} // closed at the first successful connection
 	connOnce   sync.Once
 	subscribed func(TelemetrySubscription) // tests: called when a subscription is taken, or nil
+
+	// Owned by the loop: the address of the broker the requests go to,
+	// "" until one is chosen (see pick), and the one that failed last.
+	broker, failed string
 }
 
 func newTelemetry(cl *cluster.Cluster, rep TelemetryReporter, log *slog.Logger, cfg *clientConfig) *telemetry {
@@ -227,7 +235,8 @@ func (t *telemetry) run() {
 			default:
 				failures++
 				wait = t.backoff.Delay(failures, rand.Float64())
-				t.log.Debug("client telemetry: fetching the subscription failed", "err", err, "retry_in", wait)
+				t.log.Debug("client telemetry: fetching the subscription failed", "broker", t.broker, "err", err, "retry_in", wait)
+				t.leave()
 			}
 		}
 		if !t.sleep(wait) {
@@ -266,10 +275,11 @@ func (t *telemetry) run() {
 			t.log.Debug("client telemetry: push skipped", "err", err)
 		default:
 			// A connection or broker error: back off, then fetch the
-			// subscription again, from whichever broker answers.
+			// subscription again, from another broker.
 			failures++
 			sub, wait = nil, t.backoff.Delay(failures, rand.Float64())
-			t.log.Debug("client telemetry: push failed", "err", err, "retry_in", wait)
+			t.log.Debug("client telemetry: push failed", "broker", t.broker, "err", err, "retry_in", wait)
+			t.leave()
 		}
 	}
 }
@@ -284,6 +294,36 @@ func (t *telemetry) terminate(sub *telemetrySub) {
 	defer cancel()
 	if err := t.push(ctx, sub, true); err != nil {
 		t.log.Debug("client telemetry: terminating push failed", "err", err)
+	}
+}
+
+// errNoTelemetryBroker: every broker is backing off after failed dials.
+var errNoTelemetryBroker = errors.New("riffle: client telemetry: no broker to send to (all backing off)")
+
+// request sends req to the loop's broker, choosing one first if there is
+// none: the least loaded (cluster.LeastLoaded, Java's leastLoadedNode),
+// passing over the one that failed last. The loop stays with its broker
+// until a request to it fails (leave), as KIP-714 asks: the broker keeps
+// the client's subscription state.
+func (t *telemetry) request(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	if t.broker == "" {
+		loads := t.cl.Loads()
+		i := cluster.LeastLoaded(loads, rand.IntN(max(len(loads), 1)), t.failed)
+		if i < 0 {
+			return nil, errNoTelemetryBroker
+		}
+		t.broker = loads[i].Addr
+		t.log.Debug("client telemetry: broker chosen", "broker", t.broker, "node", loads[i].NodeID,
+			"connected", loads[i].Connected, "inflight", loads[i].Inflight)
+	}
+	return t.cl.RequestAt(ctx, t.broker, req)
+}
+
+// leave drops the loop's broker after a failure: the next request goes
+// to another one.
+func (t *telemetry) leave() {
+	if t.broker != "" {
+		t.failed, t.broker = t.broker, ""
 	}
 }
 
@@ -306,7 +346,7 @@ var errTelemetryCollect = errors.New("riffle: collecting telemetry failed")
 func (t *telemetry) subscribe(ctx context.Context, instance [16]byte) (*telemetrySub, error) {
 	req := kmsg.NewPtrGetTelemetrySubscriptionsRequest()
 	req.ClientInstanceID = instance
-	kresp, err := t.cl.RequestAnyOnce(ctx, req)
+	kresp, err := t.request(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -360,7 +400,7 @@ func (t *telemetry) push(ctx context.Context, s *telemetrySub, terminating bool)
 	if sub.MaxBytes > 0 && len(req.Metrics) > sub.MaxBytes {
 		return fmt.Errorf("%w: %d bytes, limit %d", errTelemetryTooLarge, len(req.Metrics), sub.MaxBytes)
 	}
-	kresp, err := t.cl.RequestAnyOnce(ctx, req)
+	kresp, err := t.request(ctx, req)
 	if err != nil {
 		return err
 	}

@@ -255,3 +255,112 @@ func TestTelemetryHelpers(t *testing.T) {
 		t.Error("transient errors end telemetry")
 	}
 }
+
+// The loop sends every telemetry request to one broker until a request to
+// it fails; then it fetches the subscription from another broker and
+// stays there, the terminating push included. A broker that answered with
+// an error is still connected and idle, the least loaded: the loop must
+// pass it over all the same.
+func TestTelemetryMovesOnFailure(t *testing.T) {
+	for _, dropConn := range []bool{false, true} {
+		name := "broker error"
+		if dropConn {
+			name = "connection dropped"
+		}
+		t.Run(name, func(t *testing.T) { testTelemetryMoves(t, dropConn) })
+	}
+}
+
+func testTelemetryMoves(t *testing.T, dropConn bool) {
+	fake := newFake(t, kfake.NumBrokers(3))
+	type sent struct {
+		push, terminating, failed bool
+		node                      int32
+	}
+	var (
+		mu      sync.Mutex
+		reqs    []sent
+		failing = true // the second push fails
+		pushes  int
+	)
+	moved := make(chan struct{}) // two pushes answered after the failure
+	var after int
+	fake.ControlKey(int16(kmsg.GetTelemetrySubscriptions), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		fake.KeepControl()
+		mu.Lock()
+		reqs = append(reqs, sent{node: fake.CurrentNode()})
+		mu.Unlock()
+		resp := kreq.ResponseKind().(*kmsg.GetTelemetrySubscriptionsResponse)
+		resp.ClientInstanceID = [16]byte{1}
+		resp.SubscriptionID = 1
+		resp.PushIntervalMillis = 5
+		resp.RequestedMetrics = []string{""}
+		return resp, nil, true
+	})
+	fake.ControlKey(int16(kmsg.PushTelemetry), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		fake.KeepControl()
+		req := kreq.(*kmsg.PushTelemetryRequest)
+		mu.Lock()
+		defer mu.Unlock()
+		s := sent{push: true, terminating: req.Terminating, node: fake.CurrentNode()}
+		if pushes++; pushes == 2 && failing {
+			failing, s.failed = false, true
+			reqs = append(reqs, s)
+			if dropConn {
+				return nil, errors.New("connection dropped"), true // kfake closes the connection
+			}
+			resp := req.ResponseKind().(*kmsg.PushTelemetryResponse)
+			resp.ErrorCode = kafkaerr.UnknownServerError
+			return resp, nil, true
+		}
+		reqs = append(reqs, s)
+		if !failing && !req.Terminating {
+			if after++; after == 2 {
+				close(moved)
+			}
+		}
+		return req.ResponseKind(), nil, true
+	})
+	cl := newTestClient(t, SeedBrokers(fake.ListenAddrs()...), TelemetryPush(&fakeReporter{payload: []byte("m")}))
+	if err := cl.Ping(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-moved:
+	case <-time.After(30 * time.Second): // only keeps a broken loop from hanging the run
+		mu.Lock()
+		defer mu.Unlock()
+		t.Fatalf("no two pushes after the failure: %+v", reqs)
+	}
+	cl.Close()
+
+	mu.Lock()
+	defer mu.Unlock()
+	fail := -1
+	for i, r := range reqs {
+		if r.failed {
+			fail = i
+		}
+	}
+	if fail != 2 || reqs[0].push || !reqs[1].push {
+		t.Fatalf("requests %+v: want subscribe, push, failed push, ...", reqs)
+	}
+	first := reqs[0].node
+	for _, r := range reqs[:fail+1] {
+		if r.node != first {
+			t.Fatalf("requests %+v: the loop left node %d before a failure", reqs, first)
+		}
+	}
+	next := reqs[fail+1]
+	if next.push || next.node == first {
+		t.Fatalf("requests %+v: after the failure on node %d, want a subscription request to another node", reqs, first)
+	}
+	for _, r := range reqs[fail+1:] {
+		if r.node != next.node {
+			t.Fatalf("requests %+v: the loop left node %d without a failure", reqs, next.node)
+		}
+	}
+	if last := reqs[len(reqs)-1]; !last.push || !last.terminating {
+		t.Errorf("requests %+v: the last is no terminating push", reqs)
+	}
+}

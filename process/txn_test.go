@@ -361,3 +361,65 @@ func TestExactlyOnceMisuse(t *testing.T) {
 		t.Errorf("interval above the transaction timeout: %v, want ErrInvalidConfig", err)
 	}
 }
+
+// commitHook records the commit events of a producer.
+type commitHook struct {
+	mu     sync.Mutex
+	events []riffle.CommitEvent
+}
+
+func (h *commitHook) OnCommit(e riffle.CommitEvent) {
+	h.mu.Lock()
+	h.events = append(h.events, e)
+	h.mu.Unlock()
+}
+
+// The offsets ExactlyOnce commits reach the producer's CommitHooks as
+// transactional commit events, the last ones being the group's committed
+// offsets.
+func TestExactlyOnceCommitHook(t *testing.T) {
+	const perPart = 100
+	c, cl := setup(t, rifftest.Topic("in", eosParts), rifftest.Topic("out", eosParts))
+	eosInputs(t, cl, perPart)
+	h := &commitHook{}
+	pr, err := riffle.NewProducer(client(t, c), riffle.TransactionalID("eos-hook"), riffle.WithProducerHooks(h))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := pr.InitTransactions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pr.Close(context.Background()) })
+	p := eosProcessor(t, c, pr, "g-hook", eosOutputs)
+	waitFor(t, 60*time.Second, "every input committed", func() bool { return committedInputs(t, cl, "g-hook") == eosParts*perPart })
+	closeProcessor(t, p)
+	h.mu.Lock()
+	events := append([]riffle.CommitEvent(nil), h.events...)
+	h.mu.Unlock()
+	if len(events) == 0 {
+		t.Fatal("no commit events")
+	}
+	last := map[riffle.TopicPartition]int64{}
+	for _, e := range events {
+		if !e.Transactional || e.Group != "g-hook" || e.Err != nil || e.Partitions != len(e.Offsets) || e.Partitions == 0 {
+			t.Fatalf("commit event %+v", e)
+		}
+		for tp, om := range e.Offsets {
+			last[tp] = om.Offset
+		}
+	}
+	offs, err := cl.Admin().FetchOffsets(ctx, "g-hook")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(offs) != eosParts {
+		t.Fatalf("committed offsets %v", offs)
+	}
+	for tp, om := range offs {
+		if last[tp] != om.Offset {
+			t.Errorf("%s: committed %d, last commit event %d", tp, om.Offset, last[tp])
+		}
+	}
+}

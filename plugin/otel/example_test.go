@@ -98,3 +98,58 @@ func ExampleTelemetry() {
 	// Output:
 	// org.apache.kafka.producer.topic.record.send.total
 }
+
+// Trace the batches of a HandleBatch consumer: each handler call runs in
+// one "process" span that links to the "send" span of each of its records.
+func ExampleTracing_WrapBatchHandler() {
+	cluster, err := rifftest.Start(rifftest.Topic("events", 1))
+	if err != nil {
+		panic(err)
+	}
+	defer cluster.Close()
+	spans := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	tracing := rotel.NewTracing(rotel.WithTracerProvider(tp), rotel.WithPropagator(propagation.TraceContext{}))
+
+	ctx := context.Background()
+	cl, err := riffle.NewClient(riffle.SeedBrokers(cluster.Addrs()...))
+	if err != nil {
+		panic(err)
+	}
+	defer cl.Close()
+	p, err := riffle.NewProducer(cl)
+	if err != nil {
+		panic(err)
+	}
+	defer p.Close(ctx)
+	if err := tracing.ProduceSync(ctx, p,
+		&riffle.Record{Topic: "events", Value: []byte("a")}, &riffle.Record{Topic: "events", Value: []byte("b")}); err != nil {
+		panic(err)
+	}
+
+	done := make(chan struct{})
+	var seen int
+	cs, err := riffle.NewConsumer(cl, riffle.ConsumerGroup("example"), riffle.SubscribeTopics("events"),
+		riffle.OffsetReset(riffle.ResetEarliest),
+		riffle.HandleBatch(tracing.WrapBatchHandler(func(ctx context.Context, b *riffle.FetchBatch) error {
+			if seen += len(b.Records); seen == 2 {
+				close(done)
+			}
+			return nil
+		})))
+	if err != nil {
+		panic(err)
+	}
+	<-done
+	cs.Close(ctx)
+	tp.Shutdown(ctx)
+	links := 0
+	for _, s := range spans.Ended() {
+		if s.Name() == "process events" {
+			links += len(s.Links())
+		}
+	}
+	fmt.Println("links to send spans:", links)
+	// Output:
+	// links to send spans: 2
+}

@@ -26,6 +26,7 @@ type Metrics struct {
 	compression, latency                     metric.Float64Histogram
 	lag                                      metric.Int64Gauge
 	rebalances, commits, requests, errs      metric.Int64Counter
+	txnCommits                               metric.Int64Counter
 	rebalanceLatency, commitLatency, reqLat  metric.Float64Histogram
 	bufAvail                                 metric.Int64ObservableGauge
 	reg                                      metric.Registration
@@ -84,6 +85,7 @@ func NewMetrics(opts ...Option) (*Metrics, error) {
 	m.rebalanceLatency = fh("riffle.consumer.rebalance.latency", "s", "Duration of each rebalance (Java rebalance-latency-avg).")
 	m.commits = ic("riffle.consumer.commit.total", "{commit}", "Offset commits (Java commit-total).")
 	m.commitLatency = fh("riffle.consumer.commit.latency", "s", "Duration of each offset commit (Java commit-latency-avg).")
+	m.txnCommits = ic("riffle.consumer.transactional_commit.total", "{commit}", "Committed transactions that carried offsets of the group (not in riffle.consumer.commit.total).")
 	m.requests = ic("riffle.request.total", "{request}", "Requests answered or failed, by API (Java request-total).")
 	m.reqLat = fh("riffle.request.latency", "s", "Request latency, by API (Java request-latency-avg).")
 	m.errs = ic("riffle.errors", "{error}", "Errors by source (riffle.error.source) and class (error.type, riffle.ErrorClass).")
@@ -230,9 +232,15 @@ func (m *Metrics) OnRebalance(e riffle.RebalanceEvent) {
 	m.rebalanceLatency.Record(m.ctx, e.Duration.Seconds(), metric.WithAttributes(attrs...))
 }
 
-// OnCommit implements riffle.CommitHook.
+// OnCommit implements riffle.CommitHook: a transactional commit counts
+// in riffle.consumer.transactional_commit.total only (its latency is
+// CommitTransaction's, not an OffsetCommit's).
 func (m *Metrics) OnCommit(e riffle.CommitEvent) {
 	attrs := metric.WithAttributes(semconv.MessagingSystemKafka, semconv.MessagingConsumerGroupName(e.Group))
+	if e.Transactional {
+		m.txnCommits.Add(m.ctx, 1, attrs)
+		return
+	}
 	m.commits.Add(m.ctx, 1, attrs)
 	m.commitLatency.Record(m.ctx, e.Latency.Seconds(), attrs)
 	if e.Err != nil {

@@ -21,6 +21,12 @@
 // continues the same trace, so a trace spans producer → consumer handler →
 // producer → process workers.
 //
+// Tracing.WrapBatchHandler does the same for riffle.HandleBatch, following
+// the conventions for batch processing: one "process <topic>" span of kind
+// CONSUMER per batch, child of the handler's context, with
+// messaging.batch.message_count and a link to the creation context of
+// each record rather than a parent (a batch has many).
+//
 // # Metrics
 //
 // Metrics implements Riffle's data-path and connection hooks (pass it to
@@ -41,6 +47,9 @@
 //   - riffle.consumer.fetch.size (By): histogram of fetch responses (fetch-size-avg)
 //   - riffle.consumer.rebalance.total ({rebalance}), riffle.consumer.rebalance.latency (s): rebalance-total, rebalance-latency-avg
 //   - riffle.consumer.commit.total ({commit}), riffle.consumer.commit.latency (s): commit-total, commit-latency-avg
+//     (OffsetCommit requests only, as Java's)
+//   - riffle.consumer.transactional_commit.total ({commit}): transactions that committed offsets of the group
+//     (SendOffsetsToTransaction, ExactlyOnce), counted when they commit
 //   - riffle.request.total ({request}), riffle.request.latency (s): by riffle.api (request-total, request-latency-avg)
 //   - riffle.errors ({error}): by riffle.error.source and error.type (riffle.ErrorClass)
 //

@@ -258,8 +258,28 @@ func TestMetrics(t *testing.T) {
 	if _, err := cs.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
+	got := collect(t, reader)
+	if got["messaging.client.sent.messages"] != n || got["messaging.client.consumed.messages"] != n {
+		t.Errorf("sent %d, consumed %d, want %d", got["messaging.client.sent.messages"], got["messaging.client.consumed.messages"], n)
+	}
+	for _, name := range []string{"riffle.producer.byte_total", "riffle.producer.batch.size", "riffle.producer.compression.rate",
+		"riffle.producer.record.latency", "riffle.consumer.bytes_consumed_total", "riffle.consumer.fetch.size",
+		"riffle.consumer.rebalance.total", "riffle.consumer.commit.total", "riffle.request.total", "riffle.producer.buffer.available"} {
+		if got[name] <= 0 {
+			t.Errorf("%s: %d", name, got[name])
+		}
+	}
+	if got["riffle.consumer.records.lag"] != 3 {
+		t.Errorf("records.lag: %d partitions, want 3", got["riffle.consumer.records.lag"])
+	}
+}
+
+// collect reads reader's metrics: per instrument, the sum of its sums, the
+// count of its histograms, the number of its gauge points.
+func collect(t *testing.T, reader *sdkmetric.ManualReader) map[string]int64 {
+	t.Helper()
 	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(ctx, &rm); err != nil {
+	if err := reader.Collect(context.Background(), &rm); err != nil {
 		t.Fatal(err)
 	}
 	got := map[string]int64{}
@@ -285,18 +305,60 @@ func TestMetrics(t *testing.T) {
 			}
 		}
 	}
-	if got["messaging.client.sent.messages"] != n || got["messaging.client.consumed.messages"] != n {
-		t.Errorf("sent %d, consumed %d, want %d", got["messaging.client.sent.messages"], got["messaging.client.consumed.messages"], n)
+	return got
+}
+
+// Offsets committed by a transaction count in
+// riffle.consumer.transactional_commit.total when the transaction commits,
+// never in the OffsetCommit instruments; an aborted transaction counts
+// nowhere.
+func TestTransactionalCommitMetrics(t *testing.T) {
+	c := rifftest.New(t, rifftest.Topic("in", 2), rifftest.Topic("out", 1))
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer mp.Shutdown(context.Background())
+	m, err := rotel.NewMetrics(rotel.WithMeterProvider(mp))
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, name := range []string{"riffle.producer.byte_total", "riffle.producer.batch.size", "riffle.producer.compression.rate",
-		"riffle.producer.record.latency", "riffle.consumer.bytes_consumed_total", "riffle.consumer.fetch.size",
-		"riffle.consumer.rebalance.total", "riffle.consumer.commit.total", "riffle.request.total", "riffle.producer.buffer.available"} {
-		if got[name] <= 0 {
-			t.Errorf("%s: %d", name, got[name])
+	defer m.Close()
+	cl := newClient(t, c, riffle.WithHooks(m))
+	ctx := context.Background()
+	p, err := riffle.NewProducer(cl, riffle.TransactionalID("otel-txn"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(ctx)
+	if err := p.InitTransactions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, commit := range []bool{false, true} {
+		if err := p.BeginTransaction(); err != nil {
+			t.Fatal(err)
 		}
-	}
-	if got["riffle.consumer.records.lag"] != 3 {
-		t.Errorf("records.lag: %d partitions, want 3", got["riffle.consumer.records.lag"])
+		if err := p.ProduceSync(ctx, &riffle.Record{Topic: "out", Value: []byte("v")}); err != nil {
+			t.Fatal(err)
+		}
+		offs := map[riffle.TopicPartition]riffle.OffsetAndMetadata{{Topic: "in", Partition: 0}: {Offset: 3, LeaderEpoch: -1}}
+		if err := p.SendOffsetsToTransaction(ctx, offs, riffle.GroupMetadata{GroupID: "g", GenerationID: -1}); err != nil {
+			t.Fatal(err)
+		}
+		end := p.AbortTransaction
+		if commit {
+			end = p.CommitTransaction
+		}
+		if err := end(ctx); err != nil {
+			t.Fatal(err)
+		}
+		got := collect(t, reader)
+		want := int64(0)
+		if commit {
+			want = 1
+		}
+		if got["riffle.consumer.transactional_commit.total"] != want || got["riffle.consumer.commit.total"] != 0 || got["riffle.consumer.commit.latency"] != 0 {
+			t.Errorf("commit %v: transactional_commit.total %d (want %d), commit.total %d, commit.latency count %d", commit,
+				got["riffle.consumer.transactional_commit.total"], want, got["riffle.consumer.commit.total"], got["riffle.consumer.commit.latency"])
+		}
 	}
 }
 

@@ -83,6 +83,12 @@ func WrapHandler(h func(context.Context, *riffle.Record) error) func(context.Con
 	return global().WrapHandler(h)
 }
 
+// WrapBatchHandler is NewTracing().WrapBatchHandler with the global tracer
+// provider and propagator.
+func WrapBatchHandler(h func(context.Context, *riffle.FetchBatch) error) func(context.Context, *riffle.FetchBatch) error {
+	return global().WrapBatchHandler(h)
+}
+
 // Produce is NewTracing().Produce with the global tracer provider and
 // propagator.
 func Produce(ctx context.Context, p *riffle.Producer, rec *riffle.Record, fn func(*riffle.Record, error)) {
@@ -221,6 +227,59 @@ func (t *Tracing) WrapHandler(h func(context.Context, *riffle.Record) error) fun
 	return func(ctx context.Context, rec *riffle.Record) error {
 		ctx, span := t.StartProcess(ctx, rec)
 		err := h(ctx, rec)
+		t.EndProcess(span, err)
+		return err
+	}
+}
+
+// StartProcessBatch starts the CONSUMER "process" span of a batch of
+// consumed records (riffle.HandleBatch), as the messaging conventions
+// describe batch processing: its parent is ctx (the handler's context; a
+// batch has no single creation context, so LinkOnly changes nothing
+// here), it links to the creation context extracted from each record's
+// headers (once per distinct context; records without one add no link),
+// and it carries messaging.batch.message_count with the destination and
+// partition of the batch. The links are given when the span starts, so
+// samplers see them; the SDK keeps at most its SpanLimits.LinkCountLimit
+// of them (128 by default) and counts the rest as dropped. End it with
+// EndProcess.
+func (t *Tracing) StartProcessBatch(ctx context.Context, b *riffle.FetchBatch) (context.Context, trace.Span) {
+	attrs := append(t.common(b.Topic), semconv.MessagingOperationName("process"), semconv.MessagingOperationTypeProcess,
+		semconv.MessagingDestinationPartitionID(strconv.Itoa(int(b.Partition))),
+		semconv.MessagingBatchMessageCount(len(b.Records)))
+	if t.cfg.group != "" {
+		attrs = append(attrs, semconv.MessagingConsumerGroupName(t.cfg.group))
+	}
+	links := make([]trace.Link, 0, len(b.Records))
+	type spanKey struct {
+		trace trace.TraceID
+		span  trace.SpanID
+	}
+	seen := make(map[spanKey]struct{}, len(b.Records))
+	for _, rec := range b.Records {
+		created := trace.SpanContextFromContext(t.cfg.prop.Extract(context.Background(), RecordCarrier{rec}))
+		if !created.IsValid() {
+			continue
+		}
+		k := spanKey{created.TraceID(), created.SpanID()}
+		if _, dup := seen[k]; dup {
+			continue
+		}
+		seen[k] = struct{}{}
+		links = append(links, trace.Link{SpanContext: created})
+	}
+	return t.tracer.Start(ctx, "process "+b.Topic, trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(attrs...), trace.WithLinks(links...))
+}
+
+// WrapBatchHandler returns h running inside a "process" span per batch
+// (see StartProcessBatch), ended with h's error (EndProcess); h gets the
+// span's context, so what it produces with Produce continues the batch's
+// trace. It suits riffle.HandleBatch.
+func (t *Tracing) WrapBatchHandler(h func(context.Context, *riffle.FetchBatch) error) func(context.Context, *riffle.FetchBatch) error {
+	return func(ctx context.Context, b *riffle.FetchBatch) error {
+		ctx, span := t.StartProcessBatch(ctx, b)
+		err := h(ctx, b)
 		t.EndProcess(span, err)
 		return err
 	}

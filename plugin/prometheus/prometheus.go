@@ -48,6 +48,9 @@
 //   - riffle_consumer_rebalance_latency_seconds{group}: histogram (rebalance-latency-avg, -max)
 //   - riffle_consumer_commit_total{group}: offset commits (commit-total)
 //   - riffle_consumer_commit_latency_seconds{group}: histogram (commit-latency-avg, -max)
+//   - riffle_consumer_transactional_commit_total{group}: transactions that committed offsets of the
+//     group (SendOffsetsToTransaction, ExactlyOnce), counted when they commit; the two commit metrics
+//     above count OffsetCommit requests only, as Java's do
 //
 // Connections (the Broker* hooks):
 //
@@ -125,6 +128,7 @@ type Metrics struct {
 	consumedRecords, consumedBytes            *prom.CounterVec
 	fetchSize                                 prom.Histogram
 	rebalances, failedRebalances, commits     *prom.CounterVec
+	txnCommits                                *prom.CounterVec
 	rebalanceLatency, commitLatency           *prom.HistogramVec
 	requestCount                              *prom.CounterVec
 	requestHist                               *prom.HistogramVec
@@ -185,6 +189,7 @@ func New(opts ...Option) *Metrics {
 	m.rebalanceLatency = hist("consumer", "rebalance_latency_seconds", "Duration of each rebalance (Java rebalance-latency-avg, -max).", cfg.latency, "group")
 	m.commits = counter("consumer", "commit_total", "Offset commits (Java commit-total).", "group")
 	m.commitLatency = hist("consumer", "commit_latency_seconds", "Duration of each offset commit (Java commit-latency-avg, -max).", cfg.latency, "group")
+	m.txnCommits = counter("consumer", "transactional_commit_total", "Committed transactions that carried offsets of the group (not in commit_total).", "group")
 	m.requestCount = counter("", "request_total", "Requests answered or failed (Java request-total).", "api")
 	m.requestHist = hist("", "request_latency_seconds", "Request latency (Java request-latency-avg, -max).", cfg.latency, "api")
 	one := func(name, help string) prom.Counter {
@@ -209,7 +214,7 @@ func (m *Metrics) collectors() []prom.Collector {
 	return []prom.Collector{
 		m.sendRecords, m.sendErrors, m.sendBytes, m.batchBytes, m.batchRecords, m.compression, m.produceLatency,
 		m.consumedRecords, m.consumedBytes, m.fetchSize, m.rebalances, m.failedRebalances, m.rebalanceLatency,
-		m.commits, m.commitLatency, m.requestCount, m.requestHist, m.outBytes, m.inBytes, m.connOpened,
+		m.commits, m.commitLatency, m.txnCommits, m.requestCount, m.requestHist, m.outBytes, m.inBytes, m.connOpened,
 		m.connClosed, m.throttle, m.errors,
 	}
 }
@@ -377,8 +382,14 @@ func (m *Metrics) OnRebalance(e riffle.RebalanceEvent) {
 	m.rebalanceLatency.WithLabelValues(e.Group).Observe(e.Duration.Seconds())
 }
 
-// OnCommit implements riffle.CommitHook.
+// OnCommit implements riffle.CommitHook: a transactional commit counts
+// in transactional_commit_total only (its latency is CommitTransaction's,
+// not an OffsetCommit's).
 func (m *Metrics) OnCommit(e riffle.CommitEvent) {
+	if e.Transactional {
+		m.txnCommits.WithLabelValues(e.Group).Inc()
+		return
+	}
 	m.commits.WithLabelValues(e.Group).Inc()
 	m.commitLatency.WithLabelValues(e.Group).Observe(e.Latency.Seconds())
 	if e.Err != nil {

@@ -220,6 +220,60 @@ func TestErrorsByClass(t *testing.T) {
 	}
 }
 
+// Offsets committed by a transaction count in transactional_commit_total
+// when the transaction commits, never in the OffsetCommit metrics; an
+// aborted transaction counts nowhere.
+func TestTransactionalCommits(t *testing.T) {
+	c := rifftest.New(t, rifftest.Topic("in", 2), rifftest.Topic("out", 1))
+	m := rprom.New()
+	reg := prom.NewRegistry()
+	reg.MustRegister(m)
+	cl, err := riffle.NewClient(riffle.SeedBrokers(c.Addrs()...), riffle.WithHooks(m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	p, err := riffle.NewProducer(cl, riffle.TransactionalID("prom-txn"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(ctx)
+	if err := p.InitTransactions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	group := riffle.GroupMetadata{GroupID: "g", GenerationID: -1}
+	for _, commit := range []bool{false, true} {
+		if err := p.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.ProduceSync(ctx, &riffle.Record{Topic: "out", Value: []byte("v")}); err != nil {
+			t.Fatal(err)
+		}
+		offs := map[riffle.TopicPartition]riffle.OffsetAndMetadata{{Topic: "in", Partition: 0}: {Offset: 3, LeaderEpoch: -1}, {Topic: "in", Partition: 1}: {Offset: 4, LeaderEpoch: -1}}
+		if err := p.SendOffsetsToTransaction(ctx, offs, group); err != nil {
+			t.Fatal(err)
+		}
+		end := p.AbortTransaction
+		if commit {
+			end = p.CommitTransaction
+		}
+		if err := end(ctx); err != nil {
+			t.Fatal(err)
+		}
+		want := 0.0
+		if commit {
+			want = 1
+		}
+		if got := sum(t, reg, "riffle_consumer_transactional_commit_total", map[string]string{"group": "g"}); got != want {
+			t.Errorf("commit %v: transactional_commit_total = %v, want %v", commit, got, want)
+		}
+	}
+	if got := sum(t, reg, "riffle_consumer_commit_total", nil) + sum(t, reg, "riffle_consumer_commit_latency_seconds", nil); got != 0 {
+		t.Errorf("transactions counted as OffsetCommits: commit_total + commit_latency_seconds count = %v", got)
+	}
+}
+
 // BenchmarkOnProduceBatch is the cost of the hook itself, per batch.
 func BenchmarkOnProduceBatch(b *testing.B) {
 	for _, bc := range []struct {
