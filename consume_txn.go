@@ -141,6 +141,7 @@ type eos struct {
 	// inputs handled), and aborted.
 	commits, revokeCommits, aborts atomic.Int64
 
+	// mu is taken before a partition's mu, never after.
 	mu        sync.Mutex
 	seq       uint64        // the current transaction; chunks of an earlier one record nothing
 	open      bool          // chunks may start
@@ -250,15 +251,21 @@ func (e *eos) enter(ctx context.Context) (uint64, error) {
 // still assigned. A chunk of an earlier transaction (aborted while it
 // ran) records nothing.
 func (e *eos) leave(seq uint64, p *cpart, n int, fail error) {
-	pos := eosPos{p: p, offset: -1}
-	if n > 0 {
-		p.mu.Lock()
-		pos.offset, pos.epoch = p.processed, p.processedEpoch
-		p.mu.Unlock()
-	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if seq == e.seq && e.begun {
+		pos := eosPos{p: p, offset: -1}
+		if n > 0 {
+			// Read under e.mu: once this chunk has run, the next
+			// chunk of p may run and leave on another runner, and
+			// reading first, recording after, let this (earlier)
+			// position overwrite its later one: the transaction
+			// then committed an offset below records it had
+			// handled, which a restart handled again.
+			p.mu.Lock()
+			pos.offset, pos.epoch = p.processed, p.processedEpoch
+			p.mu.Unlock()
+		}
 		if n > 0 && pos.offset >= 0 {
 			e.offsets[p.tp] = pos
 			if e.handled == 0 {
