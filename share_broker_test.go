@@ -400,3 +400,40 @@ func TestShareAckLeaderHint(t *testing.T) {
 		t.Errorf("stats %+v", st)
 	}
 }
+
+// TestShareFetchBatchHook: FetchBatchHooks see a share consumer's
+// fetches as they see a Consumer's: every record handed to the handlers
+// once, per partition and broker, with its size; no watermark or lag.
+func TestShareFetchBatchHook(t *testing.T) {
+	fake := newShareFake(t, 3, 30*time.Second)
+	pcl := shareClient(t, fake)
+	produceN(t, pcl, "t", 3, 100)
+	shareFromEarliest(t, pcl, "g")
+	h := &recHooks{}
+	cl := newTestClient(t, SeedBrokers(fake.ListenAddrs()...), WithHooks(h))
+	s := newSeen(300)
+	sc, err := NewShareConsumer(cl, ShareGroup("g"), SubscribeTopics("t"), HandleRecord(func(_ context.Context, r *Record) error {
+		s.add(r)
+		return nil
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, s.done, "every record")
+	closeShare(t, sc)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	perPart := map[int32]int{}
+	for _, e := range h.fetched {
+		perPart[e.Partition] += e.Records
+		if e.Topic != "t" || e.Err != nil || e.HighWatermark != -1 || e.Lag != -1 || e.Node != fake.LeaderFor("t", e.Partition) ||
+			e.Records > 0 && (e.Bytes <= 0 || e.UncompressedBytes <= 0) {
+			t.Errorf("event %+v", e)
+		}
+	}
+	for p := int32(0); p < 3; p++ {
+		if perPart[p] != 100 {
+			t.Errorf("partition %d: hooks saw %d records, want 100", p, perPart[p])
+		}
+	}
+}

@@ -51,9 +51,10 @@ type shareFetcher struct {
 	// answer comes; renewOK says whether the broker supports KIP-1222.
 	renewOK   atomic.Int32 // 0 unknown, 1 yes, -1 no
 	warnedOld bool
-	taken     int        // records the last fetch queued (loop only)
-	offs      []int64    // take's buffer of a batch's offsets (loop only)
-	pinned    *conn.Conn // the connection kept from the idle reaper (loop only)
+	taken     int               // records the last fetch queued (loop only)
+	offs      []int64           // take's buffer of a batch's offsets (loop only)
+	events    []FetchBatchEvent // take's buffer of hook events (loop only)
+	pinned    *conn.Conn        // the connection kept from the idle reaper (loop only)
 }
 
 const defaultShareLock = 30 * time.Second
@@ -722,11 +723,27 @@ func (f *shareFetcher) take(resp *kmsg.ShareFetchResponse, names map[[16]byte]st
 	defer func() { f.offs = offs[:0] }()
 	opts := batch.DecodeOptions{SkipCRC: !sc.cfg.checkCRC, MaxDecompressedSize: sc.cfg.maxDecompressed}
 	var hints []cluster.LeaderHint
+	// The FetchBatchHooks' events, one per partition of ours in the
+	// response, reported once the records are queued (in a buffer kept
+	// for the next fetch: hooks cost no allocation).
+	hooked := len(sc.c.hooks.fetch) > 0
+	events := f.events[:0]
+	defer func() {
+		clear(events)
+		f.events = events[:0]
+	}()
 	for ti := range resp.Topics {
 		rt := &resp.Topics[ti]
 		topic := names[rt.TopicID]
 		for pi := range rt.Partitions {
 			rp := &rt.Partitions[pi]
+			if hooked && topic != "" {
+				events = append(events, FetchBatchEvent{
+					Topic: topic, Partition: rp.Partition, Node: f.node, Bytes: len(rp.Records),
+					HighWatermark: -1, Lag: -1, Err: kafkaerr.ForCode(rp.ErrorCode),
+				})
+			}
+			pstart := len(out)
 			if rp.AcknowledgeErrorCode != 0 {
 				// No CurrentLeader for acknowledgements: the
 				// fetch's error, if any, carries it.
@@ -805,6 +822,13 @@ func (f *shareFetcher) take(resp *kmsg.ShareFetchResponse, names map[[16]byte]st
 			if n := len(segs); len(out) > 0 && (n == 0 || segs[n-1].end < len(out)) {
 				segs = append(segs, seg{tp, len(out)})
 			}
+			if hooked {
+				e := &events[len(events)-1]
+				e.Records = len(out) - pstart
+				for _, r := range out[pstart:] {
+					e.UncompressedBytes += int64(r.size())
+				}
+			}
 			if len(gaps) > 0 {
 				f.mu.Lock()
 				for _, g := range gaps {
@@ -822,6 +846,7 @@ func (f *shareFetcher) take(resp *kmsg.ShareFetchResponse, names map[[16]byte]st
 		f.applyHints(hints, eps)
 	}
 	if len(out) == 0 {
+		f.fetched(events)
 		return
 	}
 	f.taken = len(out)
@@ -849,6 +874,21 @@ func (f *shareFetcher) take(resp *kmsg.ShareFetchResponse, names map[[16]byte]st
 			f.finishIfHeld(r.share.key, share.Release)
 		}
 		sc.busy.Add(-int64(len(out)))
+		return // closing: nothing was queued
+	}
+	f.fetched(events)
+}
+
+// fetched reports a ShareFetch's partitions to the FetchBatchHooks, as
+// the Consumer does its fetches': Records are the acquired records queued
+// for the handlers (not those acquired and given back at once: control
+// records, corrupt batches); a share fetch knows no high watermark or
+// lag (-1).
+func (f *shareFetcher) fetched(events []FetchBatchEvent) {
+	for _, e := range events {
+		for _, h := range f.sc.c.hooks.fetch {
+			h.OnFetchBatch(e)
+		}
 	}
 }
 
