@@ -175,7 +175,10 @@ type FetchBatchEvent struct {
 
 // FetchBatchHook is called for each partition of each fetch response the
 // consumer applies (stale ones, for a partition that moved meanwhile, are
-// not reported), after the records are buffered.
+// not reported), after the records are buffered. A ShareConsumer's share
+// fetches are reported too, once their records are queued for the
+// handlers: Records counts the acquired records queued, and
+// HighWatermark and Lag are -1 (a share fetch has neither).
 type FetchBatchHook interface {
 	OnFetchBatch(e FetchBatchEvent)
 }

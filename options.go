@@ -35,6 +35,7 @@ type clientConfig struct {
 	reconnectBackoff    backoff.Policy
 	dialStagger         time.Duration
 	idleTimeout         time.Duration
+	brokerIdle          time.Duration // the brokers' connections.max.idle.ms; see BrokerIdleTimeout
 	metadataMinAge      time.Duration
 	metadataMaxAge      time.Duration
 	maxResponseSize     int32
@@ -54,6 +55,7 @@ func defaultClientConfig() clientConfig {
 		reconnectBackoff:    backoff.Policy{Base: 50 * time.Millisecond, Max: time.Second, Jitter: 0.2},
 		dialStagger:         25 * time.Millisecond,
 		idleTimeout:         30 * time.Second,
+		brokerIdle:          9 * time.Minute,
 		metadataMinAge:      100 * time.Millisecond,
 		metadataMaxAge:      5 * time.Minute,
 		maxResponseSize:     100 << 20,
@@ -69,7 +71,7 @@ func (c *clientConfig) validate() error {
 	switch {
 	case len(c.seeds) == 0:
 		return bad("no seed brokers (use SeedBrokers)")
-	case c.dialTimeout <= 0, c.requestTimeout <= 0, c.retryTimeout <= 0, c.idleTimeout <= 0,
+	case c.dialTimeout <= 0, c.requestTimeout <= 0, c.retryTimeout <= 0, c.idleTimeout <= 0, c.brokerIdle <= 0,
 		c.dialStagger <= 0, c.metadataMinAge <= 0, c.metadataMaxAge <= 0:
 		return bad("durations must be positive")
 	case c.metadataMinAge > c.metadataMaxAge:
@@ -211,6 +213,18 @@ func DialStagger(d time.Duration) Option { return func(c *clientConfig) { c.dial
 
 // ConnIdleTimeout closes connections unused for this long (default 30 s).
 func ConnIdleTimeout(d time.Duration) Option { return func(c *clientConfig) { c.idleTimeout = d } }
+
+// BrokerIdleTimeout is how long the brokers let a connection sit quiet
+// before closing it (their connections.max.idle.ms). Default 9 min, the
+// Java client's connections.max.idle.ms, under the brokers' default of
+// 10. A broker closing a share consumer's fetch connection ends its share
+// session and releases every record acquired through it, so a
+// ShareConsumer holding records (handlers running longer than this, say)
+// sends its broker a request when the connection has been quiet for nine
+// tenths of it. The client's own idle reaper (ConnIdleTimeout) never
+// closes such a connection. Lower it for brokers configured with a
+// shorter connections.max.idle.ms.
+func BrokerIdleTimeout(d time.Duration) Option { return func(c *clientConfig) { c.brokerIdle = d } }
 
 // MetadataMinAge is the minimum time between two metadata refreshes, which
 // bounds how hard a storm of leader errors hits the cluster (default 100 ms).

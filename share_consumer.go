@@ -62,9 +62,12 @@ type ShareConsumer struct {
 	active  atomic.Int32 // fetchers with partitions to fetch
 	starved atomic.Int32 // of those, the ones waiting for an idle runner
 	runners int
+	// keepAlive times the requests that keep a fetch connection holding
+	// records from the broker's idle timeout (BrokerIdleTimeout).
+	keepAlive share.KeepAlive
 
-	accepted, released, rejected, renewed atomic.Int64
-	expired, redelivered, ackErrors       atomic.Int64
+	accepted, released, rejected, renewed       atomic.Int64
+	expired, redelivered, ackErrors, keepAlives atomic.Int64
 }
 
 // NewShareConsumer joins the share group named by ShareGroup, subscribed to
@@ -93,6 +96,7 @@ func NewShareConsumer(c *Client, opts ...ConsumerOption) (*ShareConsumer, error)
 		noFetch: make(chan struct{}), final: make(chan struct{}),
 		memberID: newMemberID(), coordinator: -1,
 		fetchers: map[int32]*shareFetcher{}, wake: make(chan struct{}, 1),
+		keepAlive: share.KeepAlive{Idle: c.cfg.brokerIdle},
 	}
 	sc.q.init()
 	c.cl.TrackTopics(cfg.group.topics...)
@@ -469,8 +473,10 @@ type ShareStats struct {
 	// before a handler took them or before their acknowledgement;
 	// Redelivered counts records received with a delivery count above 1;
 	// AckErrors the partitions a broker refused acknowledgements or
-	// fetches for.
-	Accepted, Released, Rejected, Renewed, Expired, Redelivered, AckErrors int64
+	// fetches for; KeepAlives the requests sent only to keep a fetch
+	// connection holding records from the broker's idle timeout
+	// (BrokerIdleTimeout).
+	Accepted, Released, Rejected, Renewed, Expired, Redelivered, AckErrors, KeepAlives int64
 	// LockTimeout is the acquisition lock duration the brokers last
 	// reported.
 	LockTimeout time.Duration
@@ -481,7 +487,7 @@ func (sc *ShareConsumer) Stats() ShareStats {
 	st := ShareStats{
 		MemberID: sc.memberID, Accepted: sc.accepted.Load(), Released: sc.released.Load(),
 		Rejected: sc.rejected.Load(), Renewed: sc.renewed.Load(), Expired: sc.expired.Load(),
-		Redelivered: sc.redelivered.Load(), AckErrors: sc.ackErrors.Load(),
+		Redelivered: sc.redelivered.Load(), AckErrors: sc.ackErrors.Load(), KeepAlives: sc.keepAlives.Load(),
 	}
 	snap := sc.cl.Snapshot()
 	byID := map[[16]byte]string{}

@@ -51,9 +51,10 @@ type shareFetcher struct {
 	// answer comes; renewOK says whether the broker supports KIP-1222.
 	renewOK   atomic.Int32 // 0 unknown, 1 yes, -1 no
 	warnedOld bool
-	taken     int        // records the last fetch queued (loop only)
-	offs      []int64    // take's buffer of a batch's offsets (loop only)
-	pinned    *conn.Conn // the connection kept from the idle reaper (loop only)
+	taken     int               // records the last fetch queued (loop only)
+	offs      []int64           // take's buffer of a batch's offsets (loop only)
+	events    []FetchBatchEvent // take's buffer of hook events (loop only)
+	pinned    *conn.Conn        // the connection kept from the idle reaper (loop only)
 }
 
 const defaultShareLock = 30 * time.Second
@@ -151,7 +152,10 @@ func (f *shareFetcher) finish(k share.Key, typ int8, next *share.Key) (err error
 // loop runs requests one at a time (a share session takes one request
 // per epoch): a RENEW when running handlers' locks near their end, a
 // ShareFetch carrying the waiting acknowledgements when there is room for
-// records, a ShareAcknowledge when there is not, and waits otherwise.
+// records, a ShareAcknowledge when there is not, a ShareFetch forgetting
+// the session's partitions once the broker leads none of ours, a
+// keep-alive (share.KeepAlive) when it holds records on a connection
+// about to be idle for the broker's idle timeout, and waits otherwise.
 func (f *shareFetcher) loop() {
 	sc := f.sc
 	defer sc.fetchWG.Done()
@@ -221,8 +225,14 @@ func (f *shareFetcher) loop() {
 		f.mu.Unlock()
 		// While it holds records, the session's connection must not be
 		// closed as idle: the broker would end the session and release
-		// everything acquired through it.
+		// everything acquired through it. Neither by the client's idle
+		// reaper (pinned) nor by the broker's (a keep-alive).
 		f.pin(held > 0)
+		var last time.Time
+		if f.pinned != nil {
+			last = f.pinned.LastUsed()
+		}
+		keepAt, keeping := sc.keepAlive.At(last, held, f.session.Open())
 
 		yield := empty && sc.starved.Load() > 0
 		var err error
@@ -232,7 +242,7 @@ func (f *shareFetcher) loop() {
 				err = f.fetch(ctx, owned, 0, 0, now) // opens the session, acquires nothing
 				break
 			}
-			err = f.acknowledge(ctx, hasRenew, now)
+			err = f.acknowledge(ctx, false, now)
 		case fetching && room > 0 && !yield:
 			// Under load (records flowing, few runners idle), wait a
 			// moment, once, for more runners to be idle: one ShareFetch
@@ -273,6 +283,28 @@ func (f *shareFetcher) loop() {
 			err = f.fetch(ctx, owned, room, wait, now)
 			sc.unbusy(room) // take counted what was acquired
 			empty = err == nil && f.taken == 0
+		case len(owned) == 0 && f.session.Open() && f.session.Len() > 0 && !isClosed(sc.noFetch):
+			// The broker leads none of our partitions any more (they
+			// moved, or the group took them): take them out of the
+			// session, which would otherwise keep them until it
+			// closes (a broker may release what the member acquired
+			// in them then, wherever it acquired it). With none left
+			// in the session, the ShareFetch acquires nothing.
+			err = f.fetch(ctx, nil, 0, 0, now)
+		case keeping && !now.Before(keepAt):
+			// Records held, nothing else to send: renew the running
+			// handlers' locks early if renewal applies (the request
+			// does the work the next renewal would), or send an empty
+			// ShareAcknowledge, which only moves the session's epoch.
+			if sc.cfg.share.autoRenew && f.renewOK.Load() >= 0 {
+				f.mu.Lock()
+				for _, k := range f.tr.Due(share.Running, now, 2*lock) {
+					f.acks.Add(k.TP, k.Offset, share.Renew)
+				}
+				f.mu.Unlock()
+			}
+			err = f.acknowledge(ctx, true, now)
+			sc.keepAlives.Add(1)
 		default:
 			d := time.Hour
 			if yield {
@@ -291,6 +323,9 @@ func (f *shareFetcher) loop() {
 			}
 			if anyRunning && sc.cfg.share.autoRenew && f.renewOK.Load() >= 0 {
 				d = max(time.Millisecond, time.Until(nextRenew.Add(-lock/2)))
+			}
+			if keeping {
+				d = max(time.Millisecond, min(d, time.Until(keepAt)))
 			}
 			timer.Reset(d)
 			select {
@@ -353,6 +388,13 @@ func (f *shareFetcher) pin(on bool) {
 	f.pinned = cn
 }
 
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
 func isClosed(ch chan struct{}) bool {
 	select {
 	case <-ch:
@@ -407,33 +449,36 @@ func (f *shareFetcher) extend(renew []share.Key, sent time.Time) {
 }
 
 // acknowledge sends a ShareAcknowledge with the waiting acknowledgements
-// (IsRenewAck when some are renewals).
-func (f *shareFetcher) acknowledge(ctx context.Context, renewing bool, sent time.Time) error {
+// (IsRenewAck when some are renewals; a broker without KIP-1222 gets the
+// others, its renewals dropped). keepAlive sends it even with none (a
+// keep-alive: see share.KeepAlive).
+func (f *shareFetcher) acknowledge(ctx context.Context, keepAlive bool, sent time.Time) error {
 	sc := f.sc
 	cn, err := sc.cl.Conn(ctx, f.node, cluster.ClassFetch)
 	if err != nil {
 		return err
 	}
-	if renewing {
+	pas, renew := f.drainAcks()
+	if len(renew) > 0 {
 		if v, ok := cn.Versions().Max(79, 2); !ok || v < 2 {
 			f.renewOK.Store(-1)
-			f.dropRenewals()
+			pas, _ = share.SplitRenew(pas)
+			renew = nil
 			if !f.warnedOld {
 				f.warnedOld = true
 				sc.c.log.Warn("broker does not support acquisition lock renewal (KIP-1222); long handlers may see their records delivered again", append(sc.log(), "broker", f.node)...)
 			}
-			return nil
+		} else {
+			f.renewOK.Store(1)
 		}
-		f.renewOK.Store(1)
 	}
-	pas, renew := f.drainAcks()
-	if len(pas) == 0 {
+	if len(pas) == 0 && !keepAlive {
 		return nil
 	}
 	req := kmsg.NewPtrShareAcknowledgeRequest()
 	req.GroupID, req.MemberID = &sc.cfg.share.group, &sc.memberID
 	req.ShareSessionEpoch = f.session.Epoch()
-	req.IsRenewAck = renewing
+	req.IsRenewAck = len(renew) > 0
 	for _, pa := range pas {
 		t := kmsg.NewShareAcknowledgeRequestTopic()
 		t.TopicID = pa.TP.ID
@@ -467,13 +512,21 @@ func (f *shareFetcher) acknowledge(ctx context.Context, renewing bool, sent time
 	}
 	f.session.Acked()
 	bad := map[share.TP]bool{}
+	var hints []cluster.LeaderHint
 	for _, t := range resp.Topics {
 		for _, p := range t.Partitions {
 			if p.ErrorCode != 0 {
 				bad[share.TP{ID: t.TopicID, Partition: p.Partition}] = true
-				f.partitionError(p.ErrorCode)
+				hints = f.partitionError(hints, p.ErrorCode, "", t.TopicID, p.Partition, p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch)
 			}
 		}
+	}
+	if len(hints) > 0 {
+		eps := make([]cluster.BrokerMeta, len(resp.NodeEndpoints))
+		for i, e := range resp.NodeEndpoints {
+			eps[i] = cluster.BrokerMeta{NodeID: e.NodeID, Host: e.Host, Port: e.Port, Rack: deref(e.Rack)}
+		}
+		f.applyHints(hints, eps)
 	}
 	f.extend(keep(renew, bad), sent)
 	return nil
@@ -505,17 +558,37 @@ func (f *shareFetcher) dropRenewals() {
 	}
 }
 
-func (f *shareFetcher) partitionError(code int16) {
+// partitionError counts a partition a broker refused (a fetch or
+// acknowledgements) and reacts to the error: a partition whose leader
+// moved gets a leader hint (KIP-951: the CurrentLeader the response
+// carries with the error, leader -1 without one) appended to hints; an
+// unknown topic or partition triggers a metadata refresh.
+func (f *shareFetcher) partitionError(hints []cluster.LeaderHint, code int16, topic string, id [16]byte, partition, leader, epoch int32) []cluster.LeaderHint {
 	f.sc.ackErrors.Add(1)
 	switch code {
-	case kafkaerr.NotLeaderForPartition, kafkaerr.UnknownTopicOrPartition, kafkaerr.UnknownTopicID, kafkaerr.FencedLeaderEpoch:
+	case kafkaerr.NotLeaderForPartition, kafkaerr.FencedLeaderEpoch:
+		hints = append(hints, cluster.LeaderHint{Topic: topic, TopicID: id, Partition: partition, Leader: leader, Epoch: epoch})
+	case kafkaerr.UnknownTopicOrPartition, kafkaerr.UnknownTopicID:
 		f.sc.cl.TriggerMetadata()
+	}
+	return hints
+}
+
+// applyHints moves partitions to the leaders hints name, as Java's share
+// consumer does (Metadata.updatePartitionLeadership), and places the
+// assigned partitions again at once when that changed a leader: no wait
+// for a metadata refresh, which happens only for hints that cannot be
+// applied (no leader named, unknown broker, ...).
+func (f *shareFetcher) applyHints(hints []cluster.LeaderHint, eps []cluster.BrokerMeta) {
+	if f.sc.cl.ApplyLeaderHints(hints, eps) {
+		nudge(f.sc.wake)
 	}
 }
 
 // fetch sends a ShareFetch for owned with the waiting acknowledgements
 // (none when it opens the session, which takes none) and queues the
-// records it acquires. room 0 acquires nothing (a session opener).
+// records it acquires. room 0 acquires nothing (a session opener); owned
+// empty forgets every partition of the session.
 func (f *shareFetcher) fetch(ctx context.Context, owned []shareTP, room int, wait time.Duration, sent time.Time) error {
 	sc := f.sc
 	cn, err := sc.cl.Conn(ctx, f.node, cluster.ClassFetch)
@@ -531,30 +604,16 @@ func (f *shareFetcher) fetch(ctx context.Context, owned []shareTP, room int, wai
 	opening := !f.session.Open()
 	add, forget := f.session.Plan(want)
 	var pas []share.PartAcks
-	if !opening {
+	// Acknowledgements ride on a fetch that names partitions; one that
+	// only forgets them (owned empty) leaves them to a ShareAcknowledge.
+	if !opening && len(owned) > 0 {
 		pas, _ = f.drainAcks()
+		// Renewals go in ShareAcknowledge (IsRenewAck): put any back
+		// rather than send them in a fetch (or drop them, where the
+		// broker does not renew).
+		var rn []share.PartAcks
+		pas, rn = share.SplitRenew(pas)
 		if f.renewOK.Load() >= 0 {
-			// Renewals go in ShareAcknowledge (IsRenewAck): put any
-			// back rather than send them in a fetch.
-			var rest []share.PartAcks
-			var rn []share.PartAcks
-			for _, pa := range pas {
-				var keepB, renB []share.Range
-				for _, b := range pa.Batches {
-					if b.Type == share.Renew {
-						renB = append(renB, b)
-					} else {
-						keepB = append(keepB, b)
-					}
-				}
-				if len(keepB) > 0 {
-					rest = append(rest, share.PartAcks{TP: pa.TP, Batches: keepB})
-				}
-				if len(renB) > 0 {
-					rn = append(rn, share.PartAcks{TP: pa.TP, Batches: renB})
-				}
-			}
-			pas = rest
 			f.requeue(rn)
 		}
 	}
@@ -663,16 +722,39 @@ func (f *shareFetcher) take(resp *kmsg.ShareFetchResponse, names map[[16]byte]st
 	offs := f.offs[:0]
 	defer func() { f.offs = offs[:0] }()
 	opts := batch.DecodeOptions{SkipCRC: !sc.cfg.checkCRC, MaxDecompressedSize: sc.cfg.maxDecompressed}
+	var hints []cluster.LeaderHint
+	// The FetchBatchHooks' events, one per partition of ours in the
+	// response, reported once the records are queued (in a buffer kept
+	// for the next fetch: hooks cost no allocation).
+	hooked := len(sc.c.hooks.fetch) > 0
+	events := f.events[:0]
+	defer func() {
+		clear(events)
+		f.events = events[:0]
+	}()
 	for ti := range resp.Topics {
 		rt := &resp.Topics[ti]
 		topic := names[rt.TopicID]
 		for pi := range rt.Partitions {
 			rp := &rt.Partitions[pi]
+			if hooked && topic != "" {
+				events = append(events, FetchBatchEvent{
+					Topic: topic, Partition: rp.Partition, Node: f.node, Bytes: len(rp.Records),
+					HighWatermark: -1, Lag: -1, Err: kafkaerr.ForCode(rp.ErrorCode),
+				})
+			}
+			pstart := len(out)
 			if rp.AcknowledgeErrorCode != 0 {
-				f.partitionError(rp.AcknowledgeErrorCode)
+				// No CurrentLeader for acknowledgements: the
+				// fetch's error, if any, carries it.
+				if rp.ErrorCode == 0 || rp.CurrentLeader.LeaderID < 0 {
+					hints = f.partitionError(hints, rp.AcknowledgeErrorCode, topic, rt.TopicID, rp.Partition, -1, -1)
+				} else {
+					sc.ackErrors.Add(1)
+				}
 			}
 			if rp.ErrorCode != 0 {
-				f.partitionError(rp.ErrorCode)
+				hints = f.partitionError(hints, rp.ErrorCode, topic, rt.TopicID, rp.Partition, rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch)
 				continue
 			}
 			if len(rp.AcquiredRecords) == 0 {
@@ -740,6 +822,13 @@ func (f *shareFetcher) take(resp *kmsg.ShareFetchResponse, names map[[16]byte]st
 			if n := len(segs); len(out) > 0 && (n == 0 || segs[n-1].end < len(out)) {
 				segs = append(segs, seg{tp, len(out)})
 			}
+			if hooked {
+				e := &events[len(events)-1]
+				e.Records = len(out) - pstart
+				for _, r := range out[pstart:] {
+					e.UncompressedBytes += int64(r.size())
+				}
+			}
 			if len(gaps) > 0 {
 				f.mu.Lock()
 				for _, g := range gaps {
@@ -749,7 +838,15 @@ func (f *shareFetcher) take(resp *kmsg.ShareFetchResponse, names map[[16]byte]st
 			}
 		}
 	}
+	if len(hints) > 0 {
+		eps := make([]cluster.BrokerMeta, len(resp.NodeEndpoints))
+		for i, e := range resp.NodeEndpoints {
+			eps[i] = cluster.BrokerMeta{NodeID: e.NodeID, Host: e.Host, Port: e.Port, Rack: deref(e.Rack)}
+		}
+		f.applyHints(hints, eps)
+	}
 	if len(out) == 0 {
+		f.fetched(events)
 		return
 	}
 	f.taken = len(out)
@@ -777,6 +874,21 @@ func (f *shareFetcher) take(resp *kmsg.ShareFetchResponse, names map[[16]byte]st
 			f.finishIfHeld(r.share.key, share.Release)
 		}
 		sc.busy.Add(-int64(len(out)))
+		return // closing: nothing was queued
+	}
+	f.fetched(events)
+}
+
+// fetched reports a ShareFetch's partitions to the FetchBatchHooks, as
+// the Consumer does its fetches': Records are the acquired records queued
+// for the handlers (not those acquired and given back at once: control
+// records, corrupt batches); a share fetch knows no high watermark or
+// lag (-1).
+func (f *shareFetcher) fetched(events []FetchBatchEvent) {
+	for _, e := range events {
+		for _, h := range f.sc.c.hooks.fetch {
+			h.OnFetchBatch(e)
+		}
 	}
 }
 

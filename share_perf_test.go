@@ -85,12 +85,22 @@ func TestShareQueueWakes(t *testing.T) {
 // them on the runners and batching their acknowledgements allocates per
 // fetch, not per record. The test plays the fetch loop: no broker
 // request, the response built once and its offsets moved on each time.
+// FetchBatchHooks add nothing.
 func TestShareAllocsPerFetch(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs a cluster")
 	}
+	t.Run("no hooks", func(t *testing.T) { shareAllocsPerFetch(t, nil) })
+	t.Run("hooks", func(t *testing.T) { shareAllocsPerFetch(t, &countHooks{}) })
+}
+
+func shareAllocsPerFetch(t *testing.T, hooks *countHooks) {
 	fake := newFake(t)
-	cl := newTestClient(t, SeedBrokers(fake.ListenAddrs()...))
+	opts := []Option{SeedBrokers(fake.ListenAddrs()...)}
+	if hooks != nil {
+		opts = append(opts, WithHooks(hooks))
+	}
+	cl := newTestClient(t, opts...)
 	const perBatch, batches = 100, 10
 	const perFetch = perBatch * batches
 	var n atomic.Int64
@@ -198,5 +208,10 @@ func TestShareAllocsPerFetch(t *testing.T) {
 	// AllocsPerRun: other tests' goroutines allocating meanwhile.
 	if allocs > 10 {
 		t.Fatalf("%v allocations per fetch of %d records, want at most 10", allocs, perFetch)
+	}
+	if hooks != nil {
+		if got, want := hooks.fetch.Load(), n.Load(); got != want {
+			t.Fatalf("the hooks saw %d records, the handler %d", got, want)
+		}
 	}
 }

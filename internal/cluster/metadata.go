@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"maps"
 	"net"
 	"slices"
 	"strconv"
@@ -176,4 +177,103 @@ func sortPartitions(ps []PartitionMeta) {
 	if !slices.IsSortedFunc(ps, cmp) {
 		slices.SortFunc(ps, cmp)
 	}
+}
+
+// LeaderHint is a partition's leader as a broker named it in a response
+// (KIP-951: the CurrentLeader that Fetch, Produce, ShareFetch and
+// ShareAcknowledge carry with NOT_LEADER_OR_FOLLOWER and
+// FENCED_LEADER_EPOCH). The topic is named by Topic or, when that is
+// empty, by TopicID (share responses name topics by id).
+type LeaderHint struct {
+	Topic     string
+	TopicID   [16]byte
+	Partition int32
+	Leader    int32
+	Epoch     int32
+}
+
+// withHints applies leader hints to prev, as Java's
+// Metadata.updatePartitionLeadership does: a partition moves to its hinted
+// leader when the hint's epoch is newer than the cached one and the leader
+// is a broker the snapshot knows or one of endpoints (the response's
+// NodeEndpoints), which joins the brokers if new (a broker already known
+// keeps its address: metadata, not a hint, moves brokers). It returns the
+// new snapshot (prev itself when nothing changed), the brokers added, and
+// whether every hint is satisfied by the result: its partition is led by
+// the hinted leader at the hint's epoch or a newer one. An unsatisfied
+// hint (unknown topic or broker, or a cached epoch as new with another
+// leader) needs a metadata refresh. Pure.
+func withHints(prev *Snapshot, hints []LeaderHint, endpoints []BrokerMeta) (*Snapshot, []BrokerChange, bool) {
+	next := prev
+	var changes []BrokerChange
+	all := true
+	var byID map[[16]byte]string
+	cloned := map[string]bool{}
+	for _, h := range hints {
+		name := h.Topic
+		if name == "" {
+			if byID == nil {
+				byID = make(map[[16]byte]string, len(prev.Topics))
+				for n, t := range prev.Topics {
+					byID[t.ID] = n
+				}
+			}
+			name = byID[h.TopicID]
+		}
+		t := next.Topics[name]
+		pm, ok := t.partition(h.Partition)
+		if !ok || h.Leader < 0 || h.Epoch < 0 {
+			all = false // nothing to apply, or nothing says it is newer
+			continue
+		}
+		if pm.LeaderEpoch >= h.Epoch {
+			// Ours is as new or newer: a newer one names its own
+			// leader (the hinting broker is behind), an equal one
+			// with another leader is a contradiction only a
+			// refresh settles.
+			if pm.LeaderEpoch == h.Epoch && pm.Leader != h.Leader {
+				all = false
+			}
+			continue
+		}
+		if _, known := next.Brokers[h.Leader]; !known {
+			i := slices.IndexFunc(endpoints, func(b BrokerMeta) bool { return b.NodeID == h.Leader })
+			if i < 0 {
+				all = false
+				continue
+			}
+			if next == prev {
+				next = cloneSnapshot(prev)
+			}
+			if len(changes) == 0 {
+				next.Brokers = maps.Clone(next.Brokers)
+			}
+			next.Brokers[h.Leader] = endpoints[i]
+			changes = append(changes, BrokerChange{NodeID: h.Leader, NewAddr: endpoints[i].Addr()})
+		}
+		if next == prev {
+			next = cloneSnapshot(prev)
+		}
+		if !cloned[name] {
+			cloned[name] = true
+			nt := *t
+			nt.Partitions = slices.Clone(t.Partitions)
+			next.Topics[name] = &nt
+			t = &nt
+		}
+		for i := range t.Partitions {
+			if t.Partitions[i].Partition == h.Partition {
+				t.Partitions[i].Leader, t.Partitions[i].LeaderEpoch = h.Leader, h.Epoch
+				t.Partitions[i].Err = nil
+			}
+		}
+	}
+	return next, changes, all
+}
+
+// cloneSnapshot copies s shallowly: a new topic map with the same topics.
+func cloneSnapshot(s *Snapshot) *Snapshot {
+	n := *s
+	n.Topics = maps.Clone(s.Topics)
+	return &n
 }

@@ -175,3 +175,78 @@ func TestMergeTopics(t *testing.T) {
 		})
 	}
 }
+
+func TestWithHints(t *testing.T) {
+	now := time.Unix(100, 0)
+	bs := []kmsg.MetadataResponseBroker{mdBroker(1, "a", 1), mdBroker(2, "b", 1)}
+	tResp := mdTopic("t", 0, mdPart(0, 1, 5), mdPart(1, 2, 5))
+	tResp.TopicID = [16]byte{7}
+	base, _ := merge(emptySnapshot(), resp(bs, tResp, mdTopic("u", 0, mdPart(0, 1, 3))), []string{"t", "u"}, now)
+	ep3 := BrokerMeta{NodeID: 3, Host: "c", Port: 1}
+	type lead struct{ leader, epoch int32 }
+	for _, tc := range []struct {
+		name      string
+		hints     []LeaderHint
+		endpoints []BrokerMeta
+		same      bool                      // the snapshot is prev itself
+		all       bool                      // every hint satisfied
+		want      map[string]map[int32]lead // partitions to check
+		added     []int32                   // brokers added
+	}{
+		{name: "newer epoch, known broker", hints: []LeaderHint{{Topic: "t", Partition: 0, Leader: 2, Epoch: 6}},
+			all: true, want: map[string]map[int32]lead{"t": {0: {2, 6}, 1: {2, 5}}, "u": {0: {1, 3}}}},
+		{name: "by topic id", hints: []LeaderHint{{TopicID: [16]byte{7}, Partition: 1, Leader: 1, Epoch: 9}},
+			all: true, want: map[string]map[int32]lead{"t": {0: {1, 5}, 1: {1, 9}}}},
+		{name: "same epoch, same leader: nothing to do", hints: []LeaderHint{{Topic: "t", Partition: 0, Leader: 1, Epoch: 5}},
+			same: true, all: true},
+		{name: "same epoch, other leader: a refresh settles it", hints: []LeaderHint{{Topic: "t", Partition: 0, Leader: 2, Epoch: 5}},
+			same: true, all: false},
+		{name: "older epoch: ours stands", hints: []LeaderHint{{Topic: "t", Partition: 0, Leader: 2, Epoch: 4}},
+			same: true, all: true},
+		{name: "no leader", hints: []LeaderHint{{Topic: "t", Partition: 0, Leader: -1, Epoch: 7}}, same: true},
+		{name: "no epoch", hints: []LeaderHint{{Topic: "t", Partition: 0, Leader: 2, Epoch: -1}}, same: true},
+		{name: "unknown topic", hints: []LeaderHint{{Topic: "x", Partition: 0, Leader: 2, Epoch: 7}}, same: true},
+		{name: "unknown topic id", hints: []LeaderHint{{TopicID: [16]byte{9}, Partition: 0, Leader: 2, Epoch: 7}}, same: true},
+		{name: "unknown partition", hints: []LeaderHint{{Topic: "t", Partition: 5, Leader: 2, Epoch: 7}}, same: true},
+		{name: "unknown broker without endpoints", hints: []LeaderHint{{Topic: "t", Partition: 0, Leader: 3, Epoch: 7}}, same: true},
+		{name: "unknown broker from endpoints", hints: []LeaderHint{{Topic: "t", Partition: 0, Leader: 3, Epoch: 7}},
+			endpoints: []BrokerMeta{{NodeID: 1, Host: "moved", Port: 9}, ep3},
+			all:       true, want: map[string]map[int32]lead{"t": {0: {3, 7}}}, added: []int32{3}},
+		{name: "partly applied", hints: []LeaderHint{{Topic: "t", Partition: 0, Leader: 2, Epoch: 6}, {Topic: "x", Partition: 0, Leader: 2, Epoch: 7}},
+			all: false, want: map[string]map[int32]lead{"t": {0: {2, 6}}}},
+		{name: "two hints, one topic", hints: []LeaderHint{{Topic: "t", Partition: 0, Leader: 2, Epoch: 6}, {Topic: "t", Partition: 1, Leader: 1, Epoch: 6}},
+			all: true, want: map[string]map[int32]lead{"t": {0: {2, 6}, 1: {1, 6}}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			next, changes, all := withHints(base, tc.hints, tc.endpoints)
+			if (next == base) != tc.same || all != tc.all {
+				t.Fatalf("same snapshot %v (want %v), all %v (want %v)", next == base, tc.same, all, tc.all)
+			}
+			for topic, ps := range tc.want {
+				for p, l := range ps {
+					pm, _ := next.Topics[topic].Partition(p)
+					if pm.Leader != l.leader || pm.LeaderEpoch != l.epoch {
+						t.Errorf("%s[%d]: leader %d epoch %d, want %d %d", topic, p, pm.Leader, pm.LeaderEpoch, l.leader, l.epoch)
+					}
+				}
+			}
+			var added []int32
+			for _, ch := range changes {
+				if ch.OldAddr != "" || ch.NewAddr == "" {
+					t.Errorf("change %+v: hints only add brokers", ch)
+				}
+				added = append(added, ch.NodeID)
+			}
+			if !reflect.DeepEqual(added, tc.added) {
+				t.Errorf("brokers added %v, want %v", added, tc.added)
+			}
+			if next.Brokers[1].Host != "a" {
+				t.Errorf("broker 1 moved by a hint: %+v", next.Brokers[1])
+			}
+			// prev is never changed.
+			if pm, _ := base.Topics["t"].Partition(0); pm.Leader != 1 || pm.LeaderEpoch != 5 || len(base.Brokers) != 2 {
+				t.Fatalf("prev changed: %+v, brokers %v", pm, base.Brokers)
+			}
+		})
+	}
+}

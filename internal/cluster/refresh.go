@@ -23,6 +23,10 @@ import (
 // refreshes it waited for.
 type metaState struct {
 	snap atomic.Pointer[Snapshot]
+	// pub serialises publishing a snapshot (a refresh's merge, leader
+	// hints): each new one is built from the one it replaces, and the
+	// broker changes are applied in the same order.
+	pub sync.Mutex
 
 	mu        sync.Mutex
 	waiters   []*metaWaiter
@@ -30,6 +34,7 @@ type metaState struct {
 	lastErr   error     // the latest refresh's failure; nil once one succeeds
 	trigger   chan struct{}
 	refreshes atomic.Int64
+	hinted    atomic.Int64 // snapshots leader hints published
 }
 
 // metaWaiter is a caller waiting for the next refresh; topics are one-off
@@ -271,11 +276,42 @@ func (c *Cluster) refresh(topics []string) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.meta.pub.Lock()
+	defer c.meta.pub.Unlock()
 	next, changes := merge(c.meta.snap.Load(), resp.(*kmsg.MetadataResponse), topics, time.Now())
 	c.meta.snap.Store(next)
 	c.applyBrokerChanges(changes)
 	return next, nil
 }
+
+// ApplyLeaderHints moves partitions to the leaders responses named for
+// them (KIP-951, see LeaderHint) without waiting for a metadata refresh,
+// and says whether the snapshot changed (callers that place partitions by
+// leader place them again). endpoints are the response's NodeEndpoints. A
+// hint it cannot apply (unknown topic or broker, no epoch, a contradiction
+// with the cached epoch) triggers a refresh, as the error alone did before
+// hints.
+func (c *Cluster) ApplyLeaderHints(hints []LeaderHint, endpoints []BrokerMeta) bool {
+	if len(hints) == 0 {
+		return false
+	}
+	c.meta.pub.Lock()
+	prev := c.meta.snap.Load()
+	next, changes, all := withHints(prev, hints, endpoints)
+	if next != prev {
+		c.meta.snap.Store(next)
+		c.applyBrokerChanges(changes)
+		c.meta.hinted.Add(1)
+	}
+	c.meta.pub.Unlock()
+	if !all {
+		c.TriggerMetadata()
+	}
+	return next != prev
+}
+
+// HintsApplied is how many times leader hints changed the snapshot.
+func (c *Cluster) HintsApplied() int64 { return c.meta.hinted.Load() }
 
 // cached returns topic from the snapshot if it is there without error,
 // recording the use so a one-off topic in use stays fresh.

@@ -534,6 +534,9 @@ func (s *Session) Reset() { s.epoch, s.in, s.pending = 0, nil, nil }
 // Has says whether the session holds tp.
 func (s *Session) Has(tp TP) bool { return s.in[tp] }
 
+// Len is how many partitions the session holds.
+func (s *Session) Len() int { return len(s.in) }
+
 // State of a record held by a member.
 type State int8
 
@@ -928,3 +931,26 @@ func IsSessionError(code int16) bool {
 // IsSessionLimit says whether the broker refused a new session because it
 // has too many.
 func IsSessionLimit(code int16) bool { return code == kafkaerr.ShareSessionLimitReached }
+
+// SplitRenew splits acknowledgement batches into the final ones and the
+// RENEW ones (which need a ShareAcknowledge with IsRenewAck, and a broker
+// that supports KIP-1222). Partitions left without batches are dropped.
+func SplitRenew(pas []PartAcks) (final, renew []PartAcks) {
+	for _, pa := range pas {
+		var f, r []Range
+		for _, b := range pa.Batches {
+			if b.Type == Renew {
+				r = append(r, b)
+			} else {
+				f = append(f, b)
+			}
+		}
+		if len(f) > 0 {
+			final = append(final, PartAcks{TP: pa.TP, Batches: f})
+		}
+		if len(r) > 0 {
+			renew = append(renew, PartAcks{TP: pa.TP, Batches: r})
+		}
+	}
+	return final, renew
+}

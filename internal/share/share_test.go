@@ -76,8 +76,17 @@ func TestSession(t *testing.T) {
 	}
 	s.Applied()
 	s.Acked()
-	if s.Epoch() != 3 || s.Has(a) || !s.Has(c) {
-		t.Fatalf("epoch %d", s.Epoch())
+	if s.Epoch() != 3 || s.Has(a) || !s.Has(c) || s.Len() != 2 {
+		t.Fatalf("epoch %d, %d partitions", s.Epoch(), s.Len())
+	}
+	// Nothing wanted (the partitions moved to other leaders): forget all.
+	add, forget = s.Plan(nil)
+	if len(add) != 0 || !slices.Equal(forget, []TP{b, c}) {
+		t.Fatalf("forget all: add %v forget %v", add, forget)
+	}
+	s.Applied()
+	if s.Epoch() != 4 || s.Len() != 0 {
+		t.Fatalf("after forgetting: epoch %d, %d partitions", s.Epoch(), s.Len())
 	}
 	s.epoch = 1<<31 - 1
 	s.Acked()
