@@ -239,7 +239,8 @@ func newCheckpoint(client *riffle.Client, group string, cfg config) *Checkpoint 
 	return &Checkpoint{client: client, cl: cl, group: group, cfg: cfg, tr: newTracker(), committed: map[riffle.TopicPartition]int64{}}
 }
 
-// planned takes a planning round's new partitions and skipped offsets.
+// planned takes a planning round's new partitions, skipped offsets and
+// ranges.
 func (c *Checkpoint) planned(st step) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -249,6 +250,35 @@ func (c *Checkpoint) planned(st step) {
 	for _, r := range st.skips {
 		c.tr.markDone(r)
 	}
+	for _, r := range st.ranges {
+		c.tr.plan(r)
+	}
+}
+
+// Outstanding is how much of what a Planner planned is not done yet.
+type Outstanding struct {
+	// Ranges is the number of ranges returned by Next that are not
+	// entirely done: some offset of theirs was not marked done (by
+	// MarkDone of that range or of any other covering the offset).
+	Ranges int
+	// Offsets is the number of offsets of those ranges not done yet. It
+	// bounds their records from above: compaction, transaction markers
+	// and aborted records leave offsets without a record to read.
+	Offsets int64
+}
+
+// Outstanding returns how many ranges the Planner returned from Next are
+// not done yet, and how many of their offsets: 0 and 0 once every range
+// planned so far is done. Offsets skipped because retention deleted them
+// before they were planned are in no range. A Checkpoint from
+// NewCheckpoint plans nothing, so its Outstanding is always zero; so is,
+// after a restart, what an earlier Planner planned (the new one plans it
+// again).
+func (c *Checkpoint) Outstanding() Outstanding {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, offsets := c.tr.outstanding()
+	return Outstanding{Ranges: n, Offsets: offsets}
 }
 
 // MarkDone records r as done. It fails with ErrInvalidRange for a range

@@ -166,6 +166,10 @@ func TestCheckpointRestartResumesExactly(t *testing.T) {
 	if got := cp.Offsets(); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("offsets %v, want %v", got, want)
 	}
+	// Partition 0: 7 of its 10 ranges not done; partition 1: 1 of 3.
+	if got := cp.Outstanding(); got != (ranges.Outstanding{Ranges: 8, Offsets: 80}) {
+		t.Fatalf("outstanding %+v, want 8 ranges and 80 offsets", got)
+	}
 	if err := cp.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -194,10 +198,16 @@ func TestCheckpointRestartResumesExactly(t *testing.T) {
 	if cov[riffle.TopicPartition{Topic: "t", Partition: 0}] != 105 || cov[riffle.TopicPartition{Topic: "t", Partition: 1}] != 30 {
 		t.Fatalf("replanned %v", rs)
 	}
+	if got := pl2.Checkpoint().Outstanding(); got != (ranges.Outstanding{Ranges: 12, Offsets: 115}) {
+		t.Fatalf("outstanding %+v after replanning [20, 105) and [0, 30), want 12 ranges and 115 offsets", got)
+	}
 	for _, r := range rs {
 		if err := pl2.Checkpoint().MarkDone(r); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if got := pl2.Checkpoint().Outstanding(); got != (ranges.Outstanding{}) {
+		t.Fatalf("outstanding %+v once every range is done", got)
 	}
 	if err := pl2.Checkpoint().Commit(ctx); err != nil {
 		t.Fatal(err)
