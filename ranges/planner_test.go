@@ -422,3 +422,98 @@ func TestPlannerStartSpecAndWatch(t *testing.T) {
 		t.Fatalf("zero interval: %v", err)
 	}
 }
+
+// produceAt produces n records to topic[partition] timestamped ts.
+func produceAt(t *testing.T, cl *riffle.Client, topic string, partition int32, n int, ts time.Time) {
+	t.Helper()
+	p, err := riffle.NewProducer(cl, riffle.WithPartitioner(riffle.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	for i := 0; i < n; i++ {
+		if err := p.ProduceSync(ctx, &riffle.Record{Topic: topic, Partition: partition, Value: []byte(fmt.Sprint(i)), Timestamp: ts}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Partitions added after the first round start where NewPartitionsStartAt
+// says (earliest by default), not where StartAt does; one the group has an
+// offset for starts there.
+func TestPlannerNewPartitionsStartAt(t *testing.T) {
+	old, recent := time.Now().Add(-time.Hour), time.Now()
+	cut := recent.Add(-30 * time.Minute)
+	for _, tc := range []struct {
+		name string
+		opts []ranges.Option
+		// p1 holds 2 old and 2 recent records when the round finds it:
+		// where its first range starts (-1: none planned yet).
+		p1, base1 int64
+	}{
+		{"default: earliest", nil, 0, 0},
+		{"earliest", []ranges.Option{ranges.NewPartitionsStartAt(riffle.AtEarliest())}, 0, 0},
+		{"latest", []ranges.Option{ranges.NewPartitionsStartAt(riffle.AtLatest())}, -1, 4},
+		{"time", []ranges.Option{ranges.NewPartitionsStartAt(riffle.AtTime(cut))}, 2, 2},
+		{"offset", []ranges.Option{ranges.NewPartitionsStartAt(riffle.AtOffset(3))}, 3, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, cl := setup(t, rifftest.Topic("t", 1))
+			ctx := testCtx(t)
+			produce(t, cl, "t", 0, 5, nil)
+			// StartAt latest: the topic is picked up where it stands.
+			opts := append([]ranges.Option{ranges.StartAt(riffle.AtLatest())}, tc.opts...)
+			pl, err := ranges.NewPlanner(cl, "g", []string{"t"}, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rs, err := pl.Next(ctx); err != nil || len(rs) != 0 {
+				t.Fatalf("first round from latest: %v, %v", rs, err)
+			}
+			if _, err := cl.Admin().CreatePartitions(ctx, 3, "t"); err != nil {
+				t.Fatal(err)
+			}
+			// Another client, which knows the new partitions, writes
+			// to them before the planner's next round finds them.
+			cl2, err := riffle.NewClient(riffle.SeedBrokers(c.Addrs()...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl2.Close()
+			produceAt(t, cl2, "t", 1, 2, old)
+			produceAt(t, cl2, "t", 1, 2, recent)
+			produceAt(t, cl2, "t", 2, 6, old)
+			t2 := riffle.TopicPartition{Topic: "t", Partition: 2}
+			if err := cl2.Admin().AlterGroupOffsets(ctx, "g", map[riffle.TopicPartition]int64{t2: 1}); err != nil {
+				t.Fatal(err)
+			}
+			rs, err := pl.Next(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := []ranges.Range{{Topic: "t", Partition: 2, Low: 1, High: 6}}
+			if tc.p1 >= 0 {
+				want = append([]ranges.Range{{Topic: "t", Partition: 1, Low: tc.p1, High: 4}}, want...)
+			}
+			if fmt.Sprint(rs) != fmt.Sprint(want) {
+				t.Fatalf("round after the partitions were added: %v, want %v", rs, want)
+			}
+			offs := pl.Checkpoint().Offsets()
+			if got := offs[riffle.TopicPartition{Topic: "t", Partition: 1}]; got != tc.base1 {
+				t.Fatalf("t[1] starts at %d, want %d", got, tc.base1)
+			}
+			if got := offs[riffle.TopicPartition{Topic: "t"}]; got != 5 {
+				t.Fatalf("t[0] starts at %d, want 5 (StartAt latest)", got)
+			}
+			// Later rounds go on from there.
+			produceAt(t, cl2, "t", 1, 3, recent)
+			rs, err = pl.Next(ctx)
+			if err != nil || len(rs) != 1 || rs[0] != (ranges.Range{Topic: "t", Partition: 1, Low: 4, High: 7}) {
+				t.Fatalf("next round: %v, %v", rs, err)
+			}
+		})
+	}
+}
