@@ -154,7 +154,8 @@ func (p *Planner) Next(ctx context.Context) ([]Range, error) {
 		}
 	}
 	starts := map[riffle.TopicPartition]int64{}
-	later := map[riffle.TopicPartition]bool{} // left for the next round
+	later := map[riffle.TopicPartition]bool{}     // left for the next round
+	groupHas := map[riffle.TopicPartition]int64{} // fresh partitions starting at the group's offset
 	if len(fresh) > 0 {
 		if p.group != "" && (p.rounds == 0 || !allIn(fresh, p.committed)) {
 			committed, err := groupOffsets(ctx, p.client, p.group)
@@ -167,6 +168,7 @@ func (p *Planner) Next(ctx context.Context) ([]Range, error) {
 		for _, tp := range fresh {
 			if o, ok := p.committed[tp]; ok {
 				starts[tp] = o
+				groupHas[tp] = o
 			} else {
 				nostart = append(nostart, tp)
 			}
@@ -215,7 +217,7 @@ func (p *Planner) Next(ctx context.Context) ([]Range, error) {
 	}
 	st := p.front.plan(obs, p.cfg.maxRecords)
 	p.rounds++
-	p.cp.planned(st)
+	p.cp.planned(st, groupHas)
 	return st.ranges, nil
 }
 
@@ -289,12 +291,18 @@ func newCheckpoint(client *riffle.Client, group string, cfg config) *Checkpoint 
 }
 
 // planned takes a planning round's new partitions, skipped offsets and
-// ranges.
-func (c *Checkpoint) planned(st step) {
+// ranges; groupHas are the group's committed offsets the new partitions
+// started from. Those are not committed again (Commit commits what
+// moved): a stale copy of the group's offset, committed after another
+// process committed further, would move the group back.
+func (c *Checkpoint) planned(st step, groupHas map[riffle.TopicPartition]int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, tp := range sortedKeys(st.bases) {
 		c.tr.setBase(tp, st.bases[tp])
+		if o, ok := groupHas[tp]; ok {
+			c.committed[tp] = o
+		}
 	}
 	for _, r := range st.skips {
 		c.tr.markDone(r)

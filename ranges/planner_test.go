@@ -517,3 +517,59 @@ func TestPlannerNewPartitionsStartAt(t *testing.T) {
 		})
 	}
 }
+
+// A Planner's Checkpoint does not commit back the group's offsets it
+// started from: another process may have committed further meanwhile.
+func TestPlannerDoesNotRecommitTheGroupsOffsets(t *testing.T) {
+	_, cl := setup(t, rifftest.Topic("t", 2))
+	ctx := testCtx(t)
+	produce(t, cl, "t", 0, 10, nil)
+	produce(t, cl, "t", 1, 10, nil)
+	t0, t1 := riffle.TopicPartition{Topic: "t"}, riffle.TopicPartition{Topic: "t", Partition: 1}
+	if err := cl.Admin().AlterGroupOffsets(ctx, "g", map[riffle.TopicPartition]int64{t0: 5}); err != nil {
+		t.Fatal(err)
+	}
+	pl, err := ranges.NewPlanner(cl, "g", []string{"t"}, ranges.StartAt(riffle.AtOffset(2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := pl.Next(ctx)
+	if err != nil || fmt.Sprint(rs) != fmt.Sprint([]ranges.Range{{"t", 0, 5, 10}, {"t", 1, 2, 10}}) {
+		t.Fatalf("plan %v, %v", rs, err)
+	}
+	// Another process finishes [5, 8) of t[0] and commits it.
+	other := ranges.NewCheckpoint(cl, "g")
+	if err := other.MarkDone(ranges.Range{Topic: "t", Low: 5, High: 8}); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	committed := func() map[riffle.TopicPartition]int64 {
+		t.Helper()
+		got, err := cl.Admin().FetchOffsets(ctx, "g")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return map[riffle.TopicPartition]int64{t0: got[t0].Offset, t1: got[t1].Offset}
+	}
+	// The planner's commit pins t[1]'s start (from the start spec) and
+	// leaves t[0] where the other process put it.
+	if err := pl.Checkpoint().Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := committed(); got[t0] != 8 || got[t1] != 2 {
+		t.Fatalf("committed %v, want t[0] 8 and t[1] 2", got)
+	}
+	for _, r := range rs {
+		if err := pl.Checkpoint().MarkDone(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pl.Checkpoint().Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := committed(); got[t0] != 10 || got[t1] != 10 {
+		t.Fatalf("committed %v once everything is done, want 10 and 10", got)
+	}
+}
