@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"sort"
 	"sync"
 	"time"
 
@@ -30,11 +31,39 @@ func MaxRecords(n int64) Option { return func(c *config) { c.maxRecords = n } }
 // StartAt says where a Planner starts on a partition the group has no
 // committed offset for: riffle.AtEarliest() (the default), AtLatest(),
 // AtTime or AtOffset. Only the first round uses it: partitions that appear
-// later (the topic grew) start at their earliest offset, so nothing
-// written to them is missed. A standalone Checkpoint (NewCheckpoint) uses
-// it the same way for partitions it has no start for. Readers ignore it.
+// later (the topic grew) start where NewPartitionsStartAt says. A
+// standalone Checkpoint (NewCheckpoint) uses it the same way for
+// partitions it has no start for. Readers ignore it.
 func StartAt(s riffle.StartOffset) Option {
 	return func(c *config) { c.start = s }
+}
+
+// NewPartitionsStartAt says where a Planner starts on a partition that
+// appears after its first round (partitions were added to a topic) and
+// that the group has no committed offset for: riffle.AtEarliest() (the
+// default), AtLatest(), AtTime or AtOffset (clamped to the partition's
+// log). StartAt does not apply to them: it says where an existing topic
+// is picked up, while a new partition holds only records written after it
+// was created, all of them new to the planner.
+//
+// Earliest is the default because producers can write to a new partition
+// before the planner's next round sees it (Next refreshes metadata once
+// per round; Watch rounds are an interval apart): starting at the latest
+// offset, as a Java consumer with auto.offset.reset=latest does for a
+// partition it has no offset for, skips those records, and no later
+// round plans them. Kafka's consumer documentation warns of exactly this
+// loss for auto.offset.reset=latest when a topic's partition count grows
+// (KAFKA-12261). AtLatest fits only a planner that wants what is written
+// from its own discovery on; AtTime(t) with t the job's start bounds the
+// read by time instead (as Kafka's by_duration reset, KIP-1106, does).
+//
+// A partition the group has a committed offset for starts there whatever
+// this says. Partitions added while no Planner ran are not "new" to the
+// next Planner: its first round starts them at StartAt, like every
+// partition without a committed offset. Readers and NewCheckpoint ignore
+// it.
+func NewPartitionsStartAt(s riffle.StartOffset) Option {
+	return func(c *config) { c.newStart = s }
 }
 
 // Planner plans a consumer group's topics into ranges incrementally: each
@@ -47,8 +76,8 @@ func StartAt(s riffle.StartOffset) Option {
 // A Planner owns no goroutines. Next and Watch are serialized; the
 // Checkpoint is safe for concurrent use.
 //
-// Options: MaxRecords, StartAt and ReadCommitted (hand ReadCommitted to
-// the Readers too, so they read what was planned).
+// Options: MaxRecords, StartAt, NewPartitionsStartAt and ReadCommitted
+// (hand ReadCommitted to the Readers too, so they read what was planned).
 type Planner struct {
 	client *riffle.Client
 	cl     *cluster.Cluster
@@ -94,9 +123,10 @@ func (p *Planner) Checkpoint() *Checkpoint { return p.cp }
 
 // Next plans one round: every partition of the planner's topics, new
 // partitions included, from where the previous round stopped (on the
-// first round: the group's committed offset, else the start spec) to the
-// partition's end now, split by MaxRecords and ordered by topic,
-// partition and offset. It returns no ranges when nothing was appended.
+// first round: the group's committed offset, else StartAt; on a partition
+// first seen later: the group's committed offset, else
+// NewPartitionsStartAt) to the partition's end now, split by MaxRecords
+// and ordered by topic, partition and offset. It returns no ranges when nothing was appended.
 // Offsets the log deleted before they were planned (retention passed
 // them) are skipped and count as done in the checkpoint. On error the
 // round plans nothing and the next call starts from the same place.
@@ -124,6 +154,8 @@ func (p *Planner) Next(ctx context.Context) ([]Range, error) {
 		}
 	}
 	starts := map[riffle.TopicPartition]int64{}
+	later := map[riffle.TopicPartition]bool{}     // left for the next round
+	groupHas := map[riffle.TopicPartition]int64{} // fresh partitions starting at the group's offset
 	if len(fresh) > 0 {
 		if p.group != "" && (p.rounds == 0 || !allIn(fresh, p.committed)) {
 			committed, err := groupOffsets(ctx, p.client, p.group)
@@ -136,28 +168,47 @@ func (p *Planner) Next(ctx context.Context) ([]Range, error) {
 		for _, tp := range fresh {
 			if o, ok := p.committed[tp]; ok {
 				starts[tp] = o
+				groupHas[tp] = o
 			} else {
 				nostart = append(nostart, tp)
 			}
 		}
-		if len(nostart) > 0 {
-			if p.rounds == 0 {
-				spec, err := specStarts(ctx, p.client, p.cl, p.group, p.topics, p.cfg, ends)
-				if err != nil {
-					return nil, err
+		switch {
+		case len(nostart) == 0:
+		case p.rounds == 0:
+			spec, err := specStarts(ctx, p.client, p.group, p.topics, p.cfg.start, ends)
+			if err != nil {
+				return nil, err
+			}
+			for _, tp := range nostart {
+				starts[tp] = spec[tp]
+			}
+		case p.cfg.newStart == riffle.AtEarliest():
+			for _, tp := range nostart {
+				starts[tp] = logStarts[tp]
+			}
+		default:
+			spec, err := specStarts(ctx, p.client, p.group, topicsOf(nostart), p.cfg.newStart, ends)
+			if err != nil {
+				return nil, err
+			}
+			for _, tp := range nostart {
+				o, ok := spec[tp]
+				if !ok {
+					// Not listed there yet (metadata moving): the
+					// next round finds it new again.
+					later[tp] = true
+					continue
 				}
-				for _, tp := range nostart {
-					starts[tp] = spec[tp]
-				}
-			} else {
-				for _, tp := range nostart {
-					starts[tp] = logStarts[tp]
-				}
+				starts[tp] = o
 			}
 		}
 	}
 	obs := make([]observed, 0, len(ends))
 	for tp, end := range ends {
+		if later[tp] {
+			continue
+		}
 		ls, ok := logStarts[tp]
 		if !ok {
 			ls = -1 // listed in one call, not the other: a partition just created
@@ -166,7 +217,7 @@ func (p *Planner) Next(ctx context.Context) ([]Range, error) {
 	}
 	st := p.front.plan(obs, p.cfg.maxRecords)
 	p.rounds++
-	p.cp.planned(st)
+	p.cp.planned(st, groupHas)
 	return st.ranges, nil
 }
 
@@ -239,16 +290,52 @@ func newCheckpoint(client *riffle.Client, group string, cfg config) *Checkpoint 
 	return &Checkpoint{client: client, cl: cl, group: group, cfg: cfg, tr: newTracker(), committed: map[riffle.TopicPartition]int64{}}
 }
 
-// planned takes a planning round's new partitions and skipped offsets.
-func (c *Checkpoint) planned(st step) {
+// planned takes a planning round's new partitions, skipped offsets and
+// ranges; groupHas are the group's committed offsets the new partitions
+// started from. Those are not committed again (Commit commits what
+// moved): a stale copy of the group's offset, committed after another
+// process committed further, would move the group back.
+func (c *Checkpoint) planned(st step, groupHas map[riffle.TopicPartition]int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, tp := range sortedKeys(st.bases) {
 		c.tr.setBase(tp, st.bases[tp])
+		if o, ok := groupHas[tp]; ok {
+			c.committed[tp] = o
+		}
 	}
 	for _, r := range st.skips {
 		c.tr.markDone(r)
 	}
+	for _, r := range st.ranges {
+		c.tr.plan(r)
+	}
+}
+
+// Outstanding is how much of what a Planner planned is not done yet.
+type Outstanding struct {
+	// Ranges is the number of ranges returned by Next that are not
+	// entirely done: some offset of theirs was not marked done (by
+	// MarkDone of that range or of any other covering the offset).
+	Ranges int
+	// Offsets is the number of offsets of those ranges not done yet. It
+	// bounds their records from above: compaction, transaction markers
+	// and aborted records leave offsets without a record to read.
+	Offsets int64
+}
+
+// Outstanding returns how many ranges the Planner returned from Next are
+// not done yet, and how many of their offsets: 0 and 0 once every range
+// planned so far is done. Offsets skipped because retention deleted them
+// before they were planned are in no range. A Checkpoint from
+// NewCheckpoint plans nothing, so its Outstanding is always zero; so is,
+// after a restart, what an earlier Planner planned (the new one plans it
+// again).
+func (c *Checkpoint) Outstanding() Outstanding {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, offsets := c.tr.outstanding()
+	return Outstanding{Ranges: n, Offsets: offsets}
 }
 
 // MarkDone records r as done. It fails with ErrInvalidRange for a range
@@ -322,14 +409,7 @@ func (c *Checkpoint) resolve(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var topics []string
-	seen := map[string]bool{}
-	for _, tp := range unknown {
-		if !seen[tp.Topic] {
-			seen[tp.Topic] = true
-			topics = append(topics, tp.Topic)
-		}
-	}
+	topics := topicsOf(unknown)
 	logStarts, err := listOffsets(ctx, c.cl, topics, riffle.OffsetEarliest, false)
 	if err != nil {
 		return err
@@ -348,7 +428,7 @@ func (c *Checkpoint) resolve(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		spec, err := specStarts(ctx, c.client, c.cl, c.group, topics, c.cfg, ends)
+		spec, err := specStarts(ctx, c.client, c.group, topics, c.cfg.start, ends)
 		if err != nil {
 			return err
 		}
@@ -393,11 +473,25 @@ func groupOffsets(ctx context.Context, client *riffle.Client, group string) (map
 
 // specStarts resolves the start spec on every partition of topics; ends
 // are the planning ends (AtLatest starts there).
-func specStarts(ctx context.Context, client *riffle.Client, cl *cluster.Cluster, group string, topics []string, cfg config, ends map[riffle.TopicPartition]int64) (map[riffle.TopicPartition]int64, error) {
-	if cfg.start == riffle.AtLatest() {
+func specStarts(ctx context.Context, client *riffle.Client, group string, topics []string, spec riffle.StartOffset, ends map[riffle.TopicPartition]int64) (map[riffle.TopicPartition]int64, error) {
+	if spec == riffle.AtLatest() {
 		return ends, nil
 	}
-	return client.Admin().PreviewResetOffsets(ctx, group, cfg.start, topics...)
+	return client.Admin().PreviewResetOffsets(ctx, group, spec, topics...)
+}
+
+// topicsOf returns the topics of tps, once each, sorted.
+func topicsOf(tps []riffle.TopicPartition) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, tp := range tps {
+		if !seen[tp.Topic] {
+			seen[tp.Topic] = true
+			out = append(out, tp.Topic)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 func allIn(tps []riffle.TopicPartition, m map[riffle.TopicPartition]int64) bool {

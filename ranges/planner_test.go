@@ -166,6 +166,10 @@ func TestCheckpointRestartResumesExactly(t *testing.T) {
 	if got := cp.Offsets(); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("offsets %v, want %v", got, want)
 	}
+	// Partition 0: 7 of its 10 ranges not done; partition 1: 1 of 3.
+	if got := cp.Outstanding(); got != (ranges.Outstanding{Ranges: 8, Offsets: 80}) {
+		t.Fatalf("outstanding %+v, want 8 ranges and 80 offsets", got)
+	}
 	if err := cp.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -194,10 +198,16 @@ func TestCheckpointRestartResumesExactly(t *testing.T) {
 	if cov[riffle.TopicPartition{Topic: "t", Partition: 0}] != 105 || cov[riffle.TopicPartition{Topic: "t", Partition: 1}] != 30 {
 		t.Fatalf("replanned %v", rs)
 	}
+	if got := pl2.Checkpoint().Outstanding(); got != (ranges.Outstanding{Ranges: 12, Offsets: 115}) {
+		t.Fatalf("outstanding %+v after replanning [20, 105) and [0, 30), want 12 ranges and 115 offsets", got)
+	}
 	for _, r := range rs {
 		if err := pl2.Checkpoint().MarkDone(r); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if got := pl2.Checkpoint().Outstanding(); got != (ranges.Outstanding{}) {
+		t.Fatalf("outstanding %+v once every range is done", got)
 	}
 	if err := pl2.Checkpoint().Commit(ctx); err != nil {
 		t.Fatal(err)
@@ -410,5 +420,156 @@ func TestPlannerStartSpecAndWatch(t *testing.T) {
 	}
 	if err := pl.Watch(ctx, 0, nil); !errors.Is(err, riffle.ErrInvalidConfig) {
 		t.Fatalf("zero interval: %v", err)
+	}
+}
+
+// produceAt produces n records to topic[partition] timestamped ts.
+func produceAt(t *testing.T, cl *riffle.Client, topic string, partition int32, n int, ts time.Time) {
+	t.Helper()
+	p, err := riffle.NewProducer(cl, riffle.WithPartitioner(riffle.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	for i := 0; i < n; i++ {
+		if err := p.ProduceSync(ctx, &riffle.Record{Topic: topic, Partition: partition, Value: []byte(fmt.Sprint(i)), Timestamp: ts}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Partitions added after the first round start where NewPartitionsStartAt
+// says (earliest by default), not where StartAt does; one the group has an
+// offset for starts there.
+func TestPlannerNewPartitionsStartAt(t *testing.T) {
+	old, recent := time.Now().Add(-time.Hour), time.Now()
+	cut := recent.Add(-30 * time.Minute)
+	for _, tc := range []struct {
+		name string
+		opts []ranges.Option
+		// p1 holds 2 old and 2 recent records when the round finds it:
+		// where its first range starts (-1: none planned yet).
+		p1, base1 int64
+	}{
+		{"default: earliest", nil, 0, 0},
+		{"earliest", []ranges.Option{ranges.NewPartitionsStartAt(riffle.AtEarliest())}, 0, 0},
+		{"latest", []ranges.Option{ranges.NewPartitionsStartAt(riffle.AtLatest())}, -1, 4},
+		{"time", []ranges.Option{ranges.NewPartitionsStartAt(riffle.AtTime(cut))}, 2, 2},
+		{"offset", []ranges.Option{ranges.NewPartitionsStartAt(riffle.AtOffset(3))}, 3, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, cl := setup(t, rifftest.Topic("t", 1))
+			ctx := testCtx(t)
+			produce(t, cl, "t", 0, 5, nil)
+			// StartAt latest: the topic is picked up where it stands.
+			opts := append([]ranges.Option{ranges.StartAt(riffle.AtLatest())}, tc.opts...)
+			pl, err := ranges.NewPlanner(cl, "g", []string{"t"}, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rs, err := pl.Next(ctx); err != nil || len(rs) != 0 {
+				t.Fatalf("first round from latest: %v, %v", rs, err)
+			}
+			if _, err := cl.Admin().CreatePartitions(ctx, 3, "t"); err != nil {
+				t.Fatal(err)
+			}
+			// Another client, which knows the new partitions, writes
+			// to them before the planner's next round finds them.
+			cl2, err := riffle.NewClient(riffle.SeedBrokers(c.Addrs()...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl2.Close()
+			produceAt(t, cl2, "t", 1, 2, old)
+			produceAt(t, cl2, "t", 1, 2, recent)
+			produceAt(t, cl2, "t", 2, 6, old)
+			t2 := riffle.TopicPartition{Topic: "t", Partition: 2}
+			if err := cl2.Admin().AlterGroupOffsets(ctx, "g", map[riffle.TopicPartition]int64{t2: 1}); err != nil {
+				t.Fatal(err)
+			}
+			rs, err := pl.Next(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := []ranges.Range{{Topic: "t", Partition: 2, Low: 1, High: 6}}
+			if tc.p1 >= 0 {
+				want = append([]ranges.Range{{Topic: "t", Partition: 1, Low: tc.p1, High: 4}}, want...)
+			}
+			if fmt.Sprint(rs) != fmt.Sprint(want) {
+				t.Fatalf("round after the partitions were added: %v, want %v", rs, want)
+			}
+			offs := pl.Checkpoint().Offsets()
+			if got := offs[riffle.TopicPartition{Topic: "t", Partition: 1}]; got != tc.base1 {
+				t.Fatalf("t[1] starts at %d, want %d", got, tc.base1)
+			}
+			if got := offs[riffle.TopicPartition{Topic: "t"}]; got != 5 {
+				t.Fatalf("t[0] starts at %d, want 5 (StartAt latest)", got)
+			}
+			// Later rounds go on from there.
+			produceAt(t, cl2, "t", 1, 3, recent)
+			rs, err = pl.Next(ctx)
+			if err != nil || len(rs) != 1 || rs[0] != (ranges.Range{Topic: "t", Partition: 1, Low: 4, High: 7}) {
+				t.Fatalf("next round: %v, %v", rs, err)
+			}
+		})
+	}
+}
+
+// A Planner's Checkpoint does not commit back the group's offsets it
+// started from: another process may have committed further meanwhile.
+func TestPlannerDoesNotRecommitTheGroupsOffsets(t *testing.T) {
+	_, cl := setup(t, rifftest.Topic("t", 2))
+	ctx := testCtx(t)
+	produce(t, cl, "t", 0, 10, nil)
+	produce(t, cl, "t", 1, 10, nil)
+	t0, t1 := riffle.TopicPartition{Topic: "t"}, riffle.TopicPartition{Topic: "t", Partition: 1}
+	if err := cl.Admin().AlterGroupOffsets(ctx, "g", map[riffle.TopicPartition]int64{t0: 5}); err != nil {
+		t.Fatal(err)
+	}
+	pl, err := ranges.NewPlanner(cl, "g", []string{"t"}, ranges.StartAt(riffle.AtOffset(2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := pl.Next(ctx)
+	if err != nil || fmt.Sprint(rs) != fmt.Sprint([]ranges.Range{{"t", 0, 5, 10}, {"t", 1, 2, 10}}) {
+		t.Fatalf("plan %v, %v", rs, err)
+	}
+	// Another process finishes [5, 8) of t[0] and commits it.
+	other := ranges.NewCheckpoint(cl, "g")
+	if err := other.MarkDone(ranges.Range{Topic: "t", Low: 5, High: 8}); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	committed := func() map[riffle.TopicPartition]int64 {
+		t.Helper()
+		got, err := cl.Admin().FetchOffsets(ctx, "g")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return map[riffle.TopicPartition]int64{t0: got[t0].Offset, t1: got[t1].Offset}
+	}
+	// The planner's commit pins t[1]'s start (from the start spec) and
+	// leaves t[0] where the other process put it.
+	if err := pl.Checkpoint().Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := committed(); got[t0] != 8 || got[t1] != 2 {
+		t.Fatalf("committed %v, want t[0] 8 and t[1] 2", got)
+	}
+	for _, r := range rs {
+		if err := pl.Checkpoint().MarkDone(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pl.Checkpoint().Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := committed(); got[t0] != 10 || got[t1] != 10 {
+		t.Fatalf("committed %v once everything is done, want 10 and 10", got)
 	}
 }

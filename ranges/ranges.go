@@ -77,10 +77,11 @@ type config struct {
 	// Planner and Checkpoint.
 	maxRecords int64
 	start      riffle.StartOffset
+	newStart   riffle.StartOffset // Planner: partitions found after the first round
 }
 
 func newConfig(opts []Option) config {
-	cfg := config{maxBytes: 4 << 20, checkCRC: true, pollWait: 200 * time.Millisecond, start: riffle.AtEarliest()}
+	cfg := config{maxBytes: 4 << 20, checkCRC: true, pollWait: 200 * time.Millisecond, start: riffle.AtEarliest(), newStart: riffle.AtEarliest()}
 	for _, o := range opts {
 		o(&cfg)
 	}

@@ -1,6 +1,7 @@
 package ranges
 
 import (
+	"math"
 	"sort"
 
 	"github.com/riffle-go/riffle"
@@ -25,13 +26,19 @@ type partTrack struct {
 	// each starting above base once base is known. A gap below one of them
 	// (a range not done yet, or never planned) holds the base back.
 	done []span
+	// pending are the planned ranges not entirely done yet, sorted by
+	// lo: each has an offset that is neither below the base (once known)
+	// nor in a done span. A range leaves once its last offset is done.
+	pending []span
 }
 
 // tracker is the checkpoint tracker: ranges are marked done in any order,
 // and a partition's committable offset advances only past offsets that
 // are all done. It counts offsets, not ranges: a range marked done twice,
 // or ranges that overlap (a task retried with other bounds), count once,
-// and nothing is committed across a gap no range covered.
+// and nothing is committed across a gap no range covered. It also keeps
+// the planned ranges that are not done yet (outstanding), so a planner
+// can tell how much of what it handed out is still to be done.
 type tracker struct {
 	parts map[riffle.TopicPartition]*partTrack
 }
@@ -68,6 +75,7 @@ func (t *tracker) setBase(tp riffle.TopicPartition, base int64) bool {
 	clear(p.done[len(kept):])
 	p.done = kept
 	p.advance()
+	p.settle(math.MinInt64, p.base)
 	return true
 }
 
@@ -102,16 +110,109 @@ func (t *tracker) markDone(r Range) {
 		clear(p.done[i+1+n:])
 		p.done = p.done[:i+1+n]
 	}
-	p.advance()
+	// [lo, hi) is now a whole done span, or the base passed it: the
+	// planned ranges that became done lie within it (or below the base).
+	if p.advance() {
+		p.settle(math.MinInt64, p.base)
+	} else {
+		p.settle(lo, hi)
+	}
 }
 
-// advance moves the base past a done span that starts at it.
-func (p *partTrack) advance() {
+// advance moves the base past a done span that starts at it, and reports
+// whether it did.
+func (p *partTrack) advance() bool {
 	if p.known && len(p.done) > 0 && p.done[0].lo <= p.base {
 		p.base = max(p.base, p.done[0].hi)
 		p.done[0] = span{}
 		p.done = p.done[1:]
+		return true
 	}
+	return false
+}
+
+// plan records r (valid: 0 <= Low <= High) as planned: outstanding until
+// every offset of it is done. A range already done is not outstanding.
+func (t *tracker) plan(r Range) {
+	if r.Low == r.High {
+		return
+	}
+	p := t.part(riffle.TopicPartition{Topic: r.Topic, Partition: r.Partition})
+	if p.isDone(r.Low, r.High) {
+		return
+	}
+	i := sort.Search(len(p.pending), func(i int) bool { return p.pending[i].lo > r.Low })
+	p.pending = append(p.pending, span{})
+	copy(p.pending[i+1:], p.pending[i:])
+	p.pending[i] = span{r.Low, r.High}
+}
+
+// isDone reports whether every offset of [lo, hi) is done: below the
+// base, or in one done span (spans are maximal, so one holds it all).
+func (p *partTrack) isDone(lo, hi int64) bool {
+	if p.known {
+		if hi <= p.base {
+			return true
+		}
+		lo = max(lo, p.base)
+	}
+	i := sort.Search(len(p.done), func(i int) bool { return p.done[i].hi >= hi })
+	return i < len(p.done) && p.done[i].lo <= lo
+}
+
+// settle drops the pending ranges that lie within [lo, hi), an interval
+// that is all done.
+func (p *partTrack) settle(lo, hi int64) {
+	i := sort.Search(len(p.pending), func(i int) bool { return p.pending[i].lo >= lo })
+	w, j := i, i
+	for ; j < len(p.pending) && p.pending[j].lo < hi; j++ {
+		if p.pending[j].hi > hi { // partly above: still outstanding
+			p.pending[w] = p.pending[j]
+			w++
+		}
+	}
+	if w == j {
+		return
+	}
+	n := copy(p.pending[w:], p.pending[j:])
+	p.pending = p.pending[:w+n]
+}
+
+// undone returns the number of offsets of the pending ranges (their
+// union, should they overlap) that are not done.
+func (p *partTrack) undone() int64 {
+	cur := int64(math.MinInt64) // offsets below cur are counted or done
+	if p.known {
+		cur = p.base
+	}
+	var total int64
+	k := 0
+	for _, r := range p.pending {
+		lo, hi := max(r.lo, cur), r.hi
+		if lo >= hi {
+			continue
+		}
+		cur = hi
+		n := hi - lo
+		for k < len(p.done) && p.done[k].hi <= lo {
+			k++
+		}
+		for j := k; j < len(p.done) && p.done[j].lo < hi; j++ {
+			n -= min(hi, p.done[j].hi) - max(lo, p.done[j].lo)
+		}
+		total += n
+	}
+	return total
+}
+
+// outstanding returns how many planned ranges are not entirely done, and
+// how many of their offsets are not done.
+func (t *tracker) outstanding() (ranges int, offsets int64) {
+	for _, p := range t.parts {
+		ranges += len(p.pending)
+		offsets += p.undone()
+	}
+	return ranges, offsets
 }
 
 // offsets returns the committable offset of every partition whose base is

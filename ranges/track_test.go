@@ -77,15 +77,27 @@ func TestTrackerUnknown(t *testing.T) {
 	}
 }
 
-// FuzzTracker checks the tracker against a model: a set of done offsets;
-// the committable offset is the first offset from the base not in it.
+// FuzzTracker checks the tracker against a model: a set of done offsets
+// and a list of planned ranges. The committable offset is the first
+// offset from the base not done; a planned range is outstanding while one
+// of its offsets is neither below the base nor done. Each pair of ops is
+// a range (low, and its length modulo 32), marked done, or planned when
+// the length byte's high bit is set.
 func FuzzTracker(f *testing.F) {
 	f.Add([]byte{0, 5, 5, 5, 0, 5}, uint8(0), uint8(255))
 	f.Add([]byte{10, 3, 0, 10, 13, 2}, uint8(4), uint8(1))
 	f.Add([]byte{1, 1, 3, 1, 2, 1, 0, 1}, uint8(2), uint8(2))
+	f.Add([]byte{0, 0x85, 5, 0x85, 5, 5, 0, 5}, uint8(0), uint8(255))
+	f.Add([]byte{10, 0x8a, 20, 0x8a, 15, 0x8a, 20, 10, 12, 3}, uint8(14), uint8(3))
 	f.Fuzz(func(t *testing.T, ops []byte, base uint8, lateAt uint8) {
+		// The model is checked after every op, at a cost that grows with
+		// the ops before it: 128 ops cover the offsets [0, 287) plenty.
+		if len(ops) > 256 {
+			ops = ops[:256]
+		}
 		tr := newTracker()
-		done := map[int64]bool{}
+		done := make([]bool, 512) // offsets up to 255+31
+		var planned []Range
 		known := false
 		var b int64
 		setBase := func() {
@@ -103,18 +115,25 @@ func FuzzTracker(f *testing.F) {
 			}
 			lo := int64(ops[i])
 			hi := lo + int64(ops[i+1]%32)
-			tr.markDone(rg(lo, hi))
-			for o := lo; o < hi; o++ {
-				done[o] = true
+			if ops[i+1]&0x80 != 0 {
+				tr.plan(rg(lo, hi))
+				planned = append(planned, rg(lo, hi))
+			} else {
+				tr.markDone(rg(lo, hi))
+				for o := lo; o < hi; o++ {
+					done[o] = true
+				}
 			}
 			check(t, tr, known, b, done)
+			checkOutstanding(t, tr, known, b, done, planned)
 		}
 		setBase()
 		check(t, tr, known, b, done)
+		checkOutstanding(t, tr, known, b, done, planned)
 	})
 }
 
-func check(t *testing.T, tr tracker, known bool, base int64, done map[int64]bool) {
+func check(t *testing.T, tr tracker, known bool, base int64, done []bool) {
 	t.Helper()
 	got, ok := tr.offsets()[tp0]
 	if ok != known {
@@ -154,6 +173,109 @@ func check(t *testing.T, tr tracker, known bool, base int64, done map[int64]bool
 		if done[o] {
 			t.Fatalf("offset %d done but not in spans %v", o, p.done)
 		}
+	}
+}
+
+// checkOutstanding compares the tracker's outstanding ranges and offsets
+// with the model's.
+func checkOutstanding(t *testing.T, tr tracker, known bool, base int64, done []bool, planned []Range) {
+	t.Helper()
+	isDone := func(o int64) bool { return (known && o < base) || done[o] }
+	wantRanges, wantOffsets := 0, int64(0)
+	var undone [512]bool
+	for _, r := range planned {
+		out := false
+		for o := r.Low; o < r.High; o++ {
+			if !isDone(o) {
+				out = true
+				if !undone[o] {
+					undone[o] = true
+					wantOffsets++
+				}
+			}
+		}
+		if out {
+			wantRanges++
+		}
+	}
+	n, offsets := tr.outstanding()
+	if n != wantRanges || offsets != wantOffsets {
+		t.Fatalf("outstanding %d ranges, %d offsets; model %d, %d (pending %v, done %v)", n, offsets, wantRanges, wantOffsets, tr.parts[tp0].pending, tr.parts[tp0].done)
+	}
+	if p := tr.parts[tp0]; p != nil {
+		for i := 1; i < len(p.pending); i++ {
+			if p.pending[i].lo < p.pending[i-1].lo {
+				t.Fatalf("pending not sorted: %v", p.pending)
+			}
+		}
+	}
+}
+
+func TestTrackerOutstanding(t *testing.T) {
+	type op struct {
+		kind   byte // 'p' plan, 'd' mark done, 'b' set the base (lo)
+		lo, hi int64
+	}
+	p := func(lo, hi int64) op { return op{'p', lo, hi} }
+	d := func(lo, hi int64) op { return op{'d', lo, hi} }
+	b := func(at int64) op { return op{'b', at, 0} }
+	for _, tc := range []struct {
+		name    string
+		ops     []op
+		ranges  int
+		offsets int64
+	}{
+		{"nothing planned", []op{b(0), d(0, 10)}, 0, 0},
+		{"planned, none done", []op{b(0), p(0, 10), p(10, 20)}, 2, 20},
+		{"first done", []op{b(0), p(0, 10), p(10, 20), d(0, 10)}, 1, 10},
+		{"done above a gap", []op{b(0), p(0, 10), p(10, 20), d(10, 20)}, 1, 10},
+		{"all done, any order", []op{b(0), p(0, 10), p(10, 20), d(10, 20), d(0, 10)}, 0, 0},
+		{"partly done by another range", []op{b(0), p(0, 10), d(5, 8)}, 1, 7},
+		{"done in pieces", []op{b(0), p(0, 10), d(0, 4), d(6, 10)}, 1, 2},
+		{"last piece", []op{b(0), p(0, 10), d(0, 4), d(6, 10), d(4, 6)}, 0, 0},
+		{"a wider range done", []op{b(0), p(10, 20), p(20, 30), d(5, 40)}, 0, 0},
+		{"done before planned", []op{b(0), d(0, 10), p(0, 10)}, 0, 0},
+		{"done before planned, above a gap", []op{b(0), d(10, 20), p(10, 20)}, 0, 0},
+		{"below the base", []op{b(100), p(50, 60)}, 0, 0},
+		{"straddles the base", []op{b(100), p(90, 110)}, 1, 10},
+		{"skipped offsets then a range", []op{b(0), d(0, 12), p(12, 20)}, 1, 8},
+		{"base unknown", []op{p(10, 20), d(12, 14)}, 1, 8},
+		{"late base inside", []op{p(10, 20), d(12, 14), b(13)}, 1, 6},
+		{"late base above", []op{p(10, 20), p(30, 40), b(20)}, 1, 10},
+		{"done before the base was known", []op{p(10, 20), d(10, 20), b(0)}, 0, 0},
+		{"overlapping ranges count offsets once", []op{b(0), p(0, 10), p(5, 15)}, 2, 15},
+		{"overlapping, one done", []op{b(0), p(0, 10), p(5, 15), d(0, 10)}, 1, 5},
+		{"same range twice", []op{b(0), p(0, 10), p(0, 10), d(0, 3)}, 2, 7},
+		{"empty range", []op{b(0), p(5, 5)}, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := newTracker()
+			for _, o := range tc.ops {
+				switch o.kind {
+				case 'p':
+					tr.plan(rg(o.lo, o.hi))
+				case 'd':
+					tr.markDone(rg(o.lo, o.hi))
+				case 'b':
+					tr.setBase(tp0, o.lo)
+				}
+			}
+			n, offsets := tr.outstanding()
+			if n != tc.ranges || offsets != tc.offsets {
+				t.Errorf("outstanding %d ranges, %d offsets; want %d, %d", n, offsets, tc.ranges, tc.offsets)
+			}
+		})
+	}
+	// Partitions add up, and are apart.
+	tr := newTracker()
+	other := Range{Topic: "u", Partition: 3, Low: 0, High: 4}
+	tr.setBase(tp0, 0)
+	tr.plan(rg(0, 10))
+	tr.plan(other)
+	tr.markDone(Range{Topic: "u", Partition: 3, Low: 0, High: 10}) // base unknown: done, not committable
+	tr.markDone(Range{Topic: "t", Partition: 1, Low: 0, High: 10})
+	if n, offsets := tr.outstanding(); n != 1 || offsets != 10 {
+		t.Fatalf("outstanding %d ranges, %d offsets; want 1, 10", n, offsets)
 	}
 }
 

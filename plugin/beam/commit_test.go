@@ -2,6 +2,7 @@ package riffbeam
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -67,29 +68,80 @@ func TestCheckpointedReadGroupActive(t *testing.T) {
 	ctx := testCtx(t)
 	brokers, cl := cluster(t, "events", 1)
 	produce(t, ctx, cl, "events", 0, 10, time.Time{})
+	cons := joinGroup(t, ctx, brokers, "etl", "events")
+	defer cons.Close(ctx)
+	p, s := beam.NewPipelineWithRoot()
+	beam.ParDo0(s, &collectFn{Name: "none"}, Read(s, brokers, []string{"events"}, Group("etl"), CommitOffsets(), StartLatest()))
+	err := run(t, ctx, p)
+	if err == nil || !strings.Contains(err.Error(), riffle.ErrGroupActive.Error()) {
+		t.Fatalf("pipeline error %v, want one saying %q", err, riffle.ErrGroupActive)
+	}
+}
+
+// joinGroup returns a consumer that joined group, subscribed to topic,
+// and commits nothing: the group has an active member until it closes.
+func joinGroup(t *testing.T, ctx context.Context, brokers []string, group, topic string) *riffle.Consumer {
+	t.Helper()
 	member, err := riffle.NewClient(riffle.SeedBrokers(brokers...))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer member.Close()
+	t.Cleanup(member.Close)
 	joined := make(chan struct{})
 	var once sync.Once
-	cons, err := riffle.NewConsumer(member, riffle.ConsumerGroup("etl"), riffle.SubscribeTopics("events"),
+	cons, err := riffle.NewConsumer(member, riffle.ConsumerGroup(group), riffle.SubscribeTopics(topic), riffle.DisableCommits(),
 		riffle.HandleRecord(func(context.Context, *riffle.Record) error { return nil }),
 		riffle.OnPartitionsAssigned(func(context.Context, []riffle.TopicPartition) { once.Do(func() { close(joined) }) }))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cons.Close(ctx)
 	select {
 	case <-joined:
 	case <-ctx.Done():
 		t.Fatal(ctx.Err())
 	}
-	p, s := beam.NewPipelineWithRoot()
-	beam.ParDo0(s, &collectFn{Name: "none"}, Read(s, brokers, []string{"events"}, Group("etl"), CommitOffsets(), StartLatest()))
-	err = run(t, ctx, p)
-	if err == nil || !strings.Contains(err.Error(), riffle.ErrGroupActive.Error()) {
-		t.Fatalf("pipeline error %v, want one saying %q", err, riffle.ErrGroupActive)
+	return cons
+}
+
+// finalizations is a beam.BundleFinalization that keeps the callbacks for
+// the test to run.
+type finalizations struct{ fns []func() error }
+
+func (f *finalizations) RegisterCallback(_ time.Duration, fn func() error) {
+	f.fns = append(f.fns, fn)
+}
+
+// A finalization whose commit fails reports the error, and its ranges
+// stay done: the next finalization's commit in the process commits them
+// too, whatever partition it is about.
+func TestFailedFinalizationCommitRetriedByTheNext(t *testing.T) {
+	ctx := testCtx(t)
+	brokers, cl := cluster(t, "events", 2)
+	fn := &readFn{Spec: readSpec{Brokers: brokers, Topics: []string{"events"}, Group: "etl", Commit: true, StartKind: 1, CommitNanos: int64(20 * time.Second)}}
+	if err := fn.Setup(); err != nil {
+		t.Fatal(err)
+	}
+	defer fn.Teardown()
+	var bf finalizations
+	cons := joinGroup(t, ctx, brokers, "etl", "events")
+	fn.finalize(&bf, partition{Topic: "events", Partition: 0}, 0, 10)
+	if err := bf.fns[0](); !errors.Is(err, riffle.ErrGroupActive) {
+		t.Fatalf("commit to an active group: %v", err)
+	}
+	if _, err := cons.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fn.finalize(&bf, partition{Topic: "events", Partition: 1}, 0, 4)
+	if err := bf.fns[1](); err != nil {
+		t.Fatal(err)
+	}
+	got, err := cl.Admin().FetchOffsets(ctx, "etl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[int32]int64{0: 10, 1: 4} {
+		if o := got[riffle.TopicPartition{Topic: "events", Partition: p}].Offset; o != want {
+			t.Errorf("events[%d]: committed %d, want %d", p, o, want)
+		}
 	}
 }

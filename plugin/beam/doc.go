@@ -23,7 +23,55 @@
 // read (dynamic splitting): every offset is still read exactly once per
 // successful bundle. With [CommitOffsets] the offsets read are committed
 // to the group when the runner finalizes a bundle, through a
-// [ranges.Checkpoint], so lag tools see the pipeline's progress.
+// [ranges.Checkpoint], so lag tools see the pipeline's progress (Offset
+// commits, below, says what holds).
+//
+// # Offset commits
+//
+// With [CommitOffsets], each worker process keeps one [ranges.Checkpoint]
+// per group, shared by its read DoFn instances while any of them lives.
+// When the runner finalizes a bundle, the ranges the bundle read are
+// marked done there, and the checkpoint commits, per partition, the offset
+// below which every offset is done. Within one run, with nothing else
+// committing to the group, this holds:
+//
+//   - No skip. The group's offset passes an offset only once a finalized
+//     bundle read it, or the offset is gone (retention deleted it before
+//     it was read, which is logged), or the read stopped before it
+//     ([Until], a drain). Beam finalizes a bundle only after the runner
+//     made its output durable, so a run that fails, is cancelled or
+//     retries bundles leaves the group where the next run reads again
+//     whatever was not finalized: at least once.
+//   - No going back. A process commits a partition only when its own
+//     offset moved, and that offset moves only through ranges finalized in
+//     that process, from where the group stood when the process first
+//     committed the partition; a bundle is finalized once, so no process
+//     commits below another's earlier commit. The plan commits only the
+//     starting offsets the group has no offset for (pinning the start
+//     spec) or whose offset retention passed, never a copy of the group's
+//     own. The exception: offsets that
+//     retention deletes during the run, unread, count as done in every
+//     process that finds them gone, so a process that first commits such a
+//     partition may commit its log start over a later offset.
+//   - Lag across processes. A process never commits past a range that
+//     another process finalized. When a runner spreads one partition over
+//     several worker processes (SplitSize, dynamic splits, an unbounded
+//     read resumed on another worker), each process's offset for it stops
+//     at the first such range above where it started, for as long as that
+//     process's checkpoint lives; the group shows the last commit any
+//     process made. What was read past it is read again by the next run.
+//     A runner with one worker process (Prism, as the tests run it) does
+//     not lag.
+//   - Failed commits. A commit that fails (a timeout,
+//     [riffle.ErrGroupActive]) fails its finalization callback: the SDK
+//     reports it to the runner, which may finalize again (Prism only logs
+//     it). Either way the ranges stay done in the checkpoint, and every
+//     commit sends each partition whose offset moved since its last
+//     successful commit, so the process's next finalization, whatever
+//     partition of the group it is about, commits them too. The last
+//     commits of a process have no next one: if they fail, the group
+//     lags until the next run. So do ranges whose finalization comes
+//     after the callback expired (10 minutes): they are never marked done.
 //
 // [Write] produces a PCollection of [Record] with Riffle's idempotent
 // producer, flushed when a bundle finishes; a record that cannot be

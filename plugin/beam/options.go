@@ -73,8 +73,10 @@ func Group(name string) ReadOption { return func(s *readSpec) { s.Group = name }
 // on the group: at least once. The commits are standalone (no group
 // membership), so the group must have no active members: a group with
 // members fails the plan with riffle.ErrGroupActive. Before reading, the
-// plan commits the offsets it starts from, so a start spec such as
-// StartLatest is pinned where the read began.
+// plan commits the offsets it starts from where the group has none, so a
+// start spec such as StartLatest is pinned where the read began. A commit
+// that fails is retried by the worker process's next commit; the package
+// documentation (Offset commits) says what holds across processes.
 func CommitOffsets() ReadOption { return func(s *readSpec) { s.Commit = true } }
 
 // StartEarliest starts partitions without a committed offset at their log

@@ -499,7 +499,8 @@ func (fn *readFn) finalize(bf beam.BundleFinalization, p partition, lo, hi int64
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
 		if err := cp.Commit(ctx); err != nil {
-			return fmt.Errorf("riffbeam: committing %s for group %q: %w", rg, fn.Spec.Group, err)
+			// rg stays done: the process's next commit retries it.
+			return fmt.Errorf("riffbeam: committing %s for group %q (retried by this worker's next commit): %w", rg, fn.Spec.Group, err)
 		}
 		return nil
 	})
