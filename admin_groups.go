@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"sync"
 
@@ -76,74 +75,43 @@ func (a *Admin) ListGroups(ctx context.Context) ([]GroupListing, error) {
 // of groupType when set (ListGroups v5's TypesFilter, e.g. "share"); what
 // names the call in an incomplete listing's error.
 func (a *Admin) listGroups(ctx context.Context, groupType, what string) ([]GroupListing, error) {
-	cl := a.c.cl
-	if err := cl.RefreshMetadata(ctx); err != nil {
+	nodes, err := a.allBrokers(ctx)
+	if err != nil {
 		return nil, err
 	}
-	snap := cl.Snapshot()
-	nodes := make([]int32, 0, len(snap.Brokers))
-	for id := range snap.Brokers {
-		nodes = append(nodes, id)
-	}
-	sort.Slice(nodes, func(i, j int) bool { return nodes[i] < nodes[j] })
-
-	var (
-		mu      sync.Mutex
-		wg      sync.WaitGroup
-		byGroup = map[string]GroupListing{}
-		failed  = make([]error, len(nodes))
-	)
-	for i, node := range nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var groups []kmsg.ListGroupsResponseGroup
-			err := cl.Retry(ctx, func(ctx context.Context) error {
-				req := kmsg.NewPtrListGroupsRequest()
-				if groupType != "" {
-					req.TypesFilter = []string{groupType}
-				}
-				resp, err := cl.Request(ctx, node, cluster.ClassOther, req)
-				if err != nil {
-					return err
-				}
-				r := resp.(*kmsg.ListGroupsResponse)
-				if groupType != "" && r.Version < 5 {
-					return fmt.Errorf("%w: listing %s groups needs ListGroups v5", ErrUnsupported, groupType)
-				}
-				if err := kafkaerr.ForCode(r.ErrorCode); err != nil {
-					return err
-				}
-				groups = r.Groups
-				return nil
-			})
-			if err != nil {
-				failed[i] = fmt.Errorf("broker %d: %w", node, err)
-				return
+	byGroup := map[string]GroupListing{}
+	failed := eachBroker(ctx, a, nodes, func(ctx context.Context, node int32) ([]kmsg.ListGroupsResponseGroup, error) {
+		req := kmsg.NewPtrListGroupsRequest()
+		if groupType != "" {
+			req.TypesFilter = []string{groupType}
+		}
+		resp, err := a.c.cl.Request(ctx, node, cluster.ClassOther, req)
+		if err != nil {
+			return nil, err
+		}
+		r := resp.(*kmsg.ListGroupsResponse)
+		if groupType != "" && r.Version < 5 {
+			return nil, fmt.Errorf("%w: listing %s groups needs ListGroups v5", ErrUnsupported, groupType)
+		}
+		return r.Groups, kafkaerr.ForCode(r.ErrorCode)
+	}, func(_ int32, groups []kmsg.ListGroupsResponseGroup) {
+		for _, g := range groups {
+			if groupType != "" && g.GroupType != "" && g.GroupType != groupType {
+				continue
 			}
-			mu.Lock()
-			defer mu.Unlock()
-			for _, g := range groups {
-				if groupType != "" && g.GroupType != "" && g.GroupType != groupType {
-					continue
-				}
-				byGroup[g.Group] = GroupListing{Group: g.Group, ProtocolType: g.ProtocolType, State: g.GroupState}
-			}
-		}()
-	}
-	wg.Wait()
+			byGroup[g.Group] = GroupListing{Group: g.Group, ProtocolType: g.ProtocolType, State: g.GroupState}
+		}
+	})
 	out := make([]GroupListing, 0, len(byGroup))
 	for _, g := range byGroup {
 		out = append(out, g)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })
-	if err := errors.Join(failed...); err != nil {
-		if ctx.Err() != nil || !slices.ContainsFunc(failed, func(e error) bool { return e == nil }) {
-			return nil, err // nothing worth returning
-		}
-		return out, fmt.Errorf("%s: incomplete: %w", what, err)
+	partial, err := incomplete(ctx, what, failed)
+	if !partial {
+		return nil, err
 	}
-	return out, nil
+	return out, err
 }
 
 // GroupMemberDescription describes one member of a group.

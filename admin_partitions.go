@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"sync"
 
 	"github.com/riffle-go/riffle/internal/cluster"
 	"github.com/riffle-go/riffle/internal/errs"
@@ -451,56 +450,61 @@ func (a *Admin) DescribeLogDirs(ctx context.Context, brokers ...int32) ([]Broker
 		return nil, err
 	}
 	out := make([]BrokerLogDirs, len(brokers))
-	var wg sync.WaitGroup
+	var ask []int32
+	at := make(map[int32]int, len(brokers))
 	for i, node := range brokers {
 		out[i] = BrokerLogDirs{Broker: node, Dirs: []LogDir{}}
 		if !known[node] {
 			out[i].Err = fmt.Errorf("%w: %d", ErrUnknownBroker, node)
 			continue
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var r *kmsg.DescribeLogDirsResponse
-			err := cl.Retry(ctx, func(ctx context.Context) error {
-				req := kmsg.NewPtrDescribeLogDirsRequest()
-				req.Topics = nil // all
-				resp, err := cl.Request(ctx, node, cluster.ClassOther, req)
-				if err != nil {
-					return err
-				}
-				r = resp.(*kmsg.DescribeLogDirsResponse)
-				return nil
-			})
-			if err != nil {
-				out[i].Err = fmt.Errorf("broker %d: %w", node, err)
-				return
-			}
-			if r.ErrorCode != 0 {
-				out[i].Err = kafkaerr.ForCode(r.ErrorCode)
-				return
-			}
-			for _, d := range r.Dirs {
-				ld := LogDir{Path: d.Dir, TotalBytes: d.TotalBytes, UsableBytes: d.UsableBytes, Err: kafkaerr.ForCode(d.ErrorCode)}
-				for _, t := range d.Topics {
-					for _, p := range t.Partitions {
-						ld.Partitions = append(ld.Partitions, LogDirPartition{TopicPartition: TopicPartition{t.Topic, p.Partition},
-							Size: p.Size, OffsetLag: p.OffsetLag, IsFuture: p.IsFuture})
-					}
-				}
-				sort.Slice(ld.Partitions, func(x, y int) bool {
-					return tpLess(ld.Partitions[x].TopicPartition, ld.Partitions[y].TopicPartition)
-				})
-				out[i].Dirs = append(out[i].Dirs, ld)
-			}
-			sort.Slice(out[i].Dirs, func(x, y int) bool { return out[i].Dirs[x].Path < out[i].Dirs[y].Path })
-		}()
+		at[node] = i
+		ask = append(ask, node)
 	}
-	wg.Wait()
+	failed := eachBroker(ctx, a, ask, func(ctx context.Context, node int32) (*kmsg.DescribeLogDirsResponse, error) {
+		req := kmsg.NewPtrDescribeLogDirsRequest()
+		req.Topics = nil // all
+		resp, err := cl.Request(ctx, node, cluster.ClassOther, req)
+		if err != nil {
+			return nil, err
+		}
+		return resp.(*kmsg.DescribeLogDirsResponse), nil
+	}, func(node int32, r *kmsg.DescribeLogDirsResponse) {
+		out[at[node]] = logDirsOf(node, r)
+	})
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
+	for j, err := range failed {
+		if err != nil {
+			out[at[ask[j]]].Err = err
+		}
+	}
 	return out, nil
+}
+
+// logDirsOf is node's answer to DescribeLogDirs, sorted.
+func logDirsOf(node int32, r *kmsg.DescribeLogDirsResponse) BrokerLogDirs {
+	b := BrokerLogDirs{Broker: node, Dirs: []LogDir{}}
+	if r.ErrorCode != 0 {
+		b.Err = kafkaerr.ForCode(r.ErrorCode)
+		return b
+	}
+	for _, d := range r.Dirs {
+		ld := LogDir{Path: d.Dir, TotalBytes: d.TotalBytes, UsableBytes: d.UsableBytes, Err: kafkaerr.ForCode(d.ErrorCode)}
+		for _, t := range d.Topics {
+			for _, p := range t.Partitions {
+				ld.Partitions = append(ld.Partitions, LogDirPartition{TopicPartition: TopicPartition{t.Topic, p.Partition},
+					Size: p.Size, OffsetLag: p.OffsetLag, IsFuture: p.IsFuture})
+			}
+		}
+		sort.Slice(ld.Partitions, func(x, y int) bool {
+			return tpLess(ld.Partitions[x].TopicPartition, ld.Partitions[y].TopicPartition)
+		})
+		b.Dirs = append(b.Dirs, ld)
+	}
+	sort.Slice(b.Dirs, func(x, y int) bool { return b.Dirs[x].Path < b.Dirs[y].Path })
+	return b
 }
 
 // ErrUnknownBroker is the error of a broker id the cluster's metadata does

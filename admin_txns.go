@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/riffle-go/riffle/internal/cluster"
@@ -221,82 +220,60 @@ func (a *Admin) ListTransactions(ctx context.Context, filters TransactionFilters
 	if filters.MinDuration < 0 {
 		return nil, fmt.Errorf("%w: negative transaction duration filter %v", ErrInvalidConfig, filters.MinDuration)
 	}
-	cl := a.c.cl
-	if err := cl.RefreshMetadata(ctx); err != nil {
+	nodes, err := a.allBrokers(ctx)
+	if err != nil {
 		return nil, err
 	}
-	snap := cl.Snapshot()
-	nodes := make([]int32, 0, len(snap.Brokers))
-	for id := range snap.Brokers {
-		nodes = append(nodes, id)
-	}
-	sort.Slice(nodes, func(i, j int) bool { return nodes[i] < nodes[j] })
-
 	var (
-		mu        sync.Mutex
-		wg        sync.WaitGroup
 		byID      = map[string]TransactionListing{}
-		failed    = make([]error, len(nodes))
 		unknown   = map[string]bool{}
 		unknownBy []int32
 	)
-	for i, node := range nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var r *kmsg.ListTransactionsResponse
-			err := cl.Retry(ctx, func(ctx context.Context) error {
-				req := kmsg.NewPtrListTransactionsRequest()
-				req.StateFilters = filters.States
-				req.ProducerIDFilters = filters.ProducerIDs
-				cn, err := cl.Conn(ctx, node, cluster.ClassOther)
-				if err != nil {
-					return err
-				}
-				if filters.MinDuration > 0 {
-					req.DurationFilterMillis = filters.MinDuration.Milliseconds()
-					if v, ok := cn.Versions().Max(req.Key(), req.MaxVersion()); ok && v < 1 {
-						return fmt.Errorf("%w: ListTransactions v%d cannot filter by duration (v1, Kafka 3.8, can)", errs.ErrUnsupported, v)
-					}
-				}
-				resp, err := cn.Request(ctx, req)
-				if err != nil {
-					return err
-				}
-				r = resp.(*kmsg.ListTransactionsResponse)
-				return kafkaerr.ForCode(r.ErrorCode)
-			})
-			if err != nil {
-				failed[i] = fmt.Errorf("broker %d: %w", node, err)
-				return
+	failed := eachBroker(ctx, a, nodes, func(ctx context.Context, node int32) (*kmsg.ListTransactionsResponse, error) {
+		req := kmsg.NewPtrListTransactionsRequest()
+		req.StateFilters = filters.States
+		req.ProducerIDFilters = filters.ProducerIDs
+		cn, err := a.c.cl.Conn(ctx, node, cluster.ClassOther)
+		if err != nil {
+			return nil, err
+		}
+		if filters.MinDuration > 0 {
+			req.DurationFilterMillis = filters.MinDuration.Milliseconds()
+			if v, ok := cn.Versions().Max(req.Key(), req.MaxVersion()); ok && v < 1 {
+				return nil, fmt.Errorf("%w: ListTransactions v%d cannot filter by duration (v1, Kafka 3.8, can)", errs.ErrUnsupported, v)
 			}
-			mu.Lock()
-			defer mu.Unlock()
-			for _, s := range r.UnknownStateFilters {
-				unknown[s] = true
+		}
+		resp, err := cn.Request(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		r := resp.(*kmsg.ListTransactionsResponse)
+		return r, kafkaerr.ForCode(r.ErrorCode)
+	}, func(node int32, r *kmsg.ListTransactionsResponse) {
+		for _, s := range r.UnknownStateFilters {
+			unknown[s] = true
+		}
+		if len(r.UnknownStateFilters) > 0 {
+			unknownBy = append(unknownBy, node)
+		}
+		for _, t := range r.TransactionStates {
+			if _, dup := byID[t.TransactionalID]; !dup {
+				byID[t.TransactionalID] = TransactionListing{TransactionalID: t.TransactionalID, ProducerID: t.ProducerID, State: t.TransactionState}
 			}
-			if len(r.UnknownStateFilters) > 0 {
-				unknownBy = append(unknownBy, node)
-			}
-			for _, t := range r.TransactionStates {
-				if _, dup := byID[t.TransactionalID]; !dup {
-					byID[t.TransactionalID] = TransactionListing{TransactionalID: t.TransactionalID, ProducerID: t.ProducerID, State: t.TransactionState}
-				}
-			}
-		}()
-	}
-	wg.Wait()
+		}
+	})
 	out := make([]TransactionListing, 0, len(byID))
 	for _, t := range byID {
 		out = append(out, t)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].TransactionalID < out[j].TransactionalID })
 	var all []error
-	if err := errors.Join(failed...); err != nil {
-		if ctx.Err() != nil || !slices.ContainsFunc(failed, func(e error) bool { return e == nil }) {
-			return nil, err // nothing worth returning
-		}
-		all = append(all, fmt.Errorf("listing transactions: incomplete: %w", err))
+	partial, err := incomplete(ctx, "listing transactions", failed)
+	if !partial {
+		return nil, err
+	}
+	if err != nil {
+		all = append(all, err)
 	}
 	if len(unknown) > 0 {
 		states := make([]string, 0, len(unknown))
