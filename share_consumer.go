@@ -612,15 +612,27 @@ func (q *shareQueue) push(rs []*Record) bool {
 	}
 	q.recs = append(q.recs, rs...)
 	q.avail.Store(int32(len(q.recs) - q.head))
-	wake := min(len(q.recs)-q.head-q.wakes, q.waiting)
-	if wake > 0 {
-		q.waiting -= wake
-		q.wakes += wake
-	}
+	wake := q.wakeLocked()
 	q.mu.Unlock()
-	for range wake {
+	if wake {
 		q.cond.Signal()
 	}
+	return true
+}
+
+// wakeLocked reports whether to wake a waiting runner: records wait, a
+// runner waits, and no wake is on its way. Runners are woken one at a
+// time, each woken one waking the next once it has taken its record
+// (pop): with quick handlers the runners already awake take most
+// records (tryPop) and few are woken, where waking one per record
+// cost a goroutine switch per record; with slow ones the chain wakes
+// as many as there are records, a scheduler hop apart.
+func (q *shareQueue) wakeLocked() bool {
+	if q.head == len(q.recs) || q.waiting == 0 || q.wakes > 0 {
+		return false
+	}
+	q.waiting--
+	q.wakes++
 	return true
 }
 
@@ -648,7 +660,6 @@ func (q *shareQueue) take() *Record {
 // pop returns the next record, or nil once the queue is closed.
 func (q *shareQueue) pop() *Record {
 	q.mu.Lock()
-	defer q.mu.Unlock()
 	for q.head == len(q.recs) && !q.closed {
 		q.waiting++
 		q.cond.Wait()
@@ -657,9 +668,16 @@ func (q *shareQueue) pop() *Record {
 		}
 	}
 	if q.closed {
+		q.mu.Unlock()
 		return nil
 	}
-	return q.take()
+	r := q.take()
+	wake := q.wakeLocked() // the next in the chain
+	q.mu.Unlock()
+	if wake {
+		q.cond.Signal()
+	}
+	return r
 }
 
 // close wakes every runner and returns what was still queued.
