@@ -61,6 +61,7 @@ func NewClient(opts ...Option) (*Client, error) {
 		MaxInflight:     cfg.maxInflight,
 		RequestTimeout:  cfg.requestTimeout,
 		MaxVersions:     versionCaps(cfg.maxVersions),
+		IDMaxVersions:   idVersionCaps(cfg.maxVersions),
 		Logger:          log,
 	}
 	var obs conn.Observer
@@ -163,6 +164,21 @@ func versionCaps(user map[int16]int16) map[int16]int16 {
 		if c, ok := caps[k]; !ok || v < c {
 			caps[k] = v
 		}
+	}
+	return caps
+}
+
+// idVersionCaps are versionCaps for a request that names every topic by
+// id (conn.ByTopicID: the consumer's fetches, from Fetch v13 on): the cap
+// on its key that keeps by-name requests below the by-id versions does
+// not apply (Fetch v16 brings the NodeEndpoints of leader hints, KIP-951).
+// User caps still do.
+func idVersionCaps(user map[int16]int16) map[int16]int16 {
+	caps := versionCaps(user)
+	if v, ok := user[1]; ok {
+		caps[1] = v
+	} else {
+		delete(caps, 1)
 	}
 	return caps
 }

@@ -120,13 +120,17 @@ func TestConsumeCorruptBatch(t *testing.T) {
 	// answer grants no session (id 0), which a broker may always do,
 	// and carries nothing for the other partitions, which are simply
 	// fetched again.
+	tid := fake.TopicInfo("t").TopicID
 	var answered atomic.Bool
 	fake.ControlKey(int16(kmsg.Fetch), func(kr kmsg.Request) (kmsg.Response, error, bool) {
 		req := kr.(*kmsg.FetchRequest)
 		asks := false
+		var id [16]byte // the topic's id: from v13, fetches name topics by id only
 		for _, rt := range req.Topics {
 			for _, rp := range rt.Partitions {
-				asks = asks || (rt.Topic == "t" && rp.Partition == 1 && rp.FetchOffset == 0)
+				if (rt.Topic == "t" || rt.TopicID == tid) && rp.Partition == 1 && rp.FetchOffset == 0 {
+					asks, id = true, rt.TopicID
+				}
 			}
 		}
 		if !asks || answered.Load() {
@@ -137,7 +141,7 @@ func TestConsumeCorruptBatch(t *testing.T) {
 		resp := req.ResponseKind().(*kmsg.FetchResponse)
 		resp.SessionID = 0
 		rt := kmsg.NewFetchResponseTopic()
-		rt.Topic = "t"
+		rt.Topic, rt.TopicID = "t", id
 		rp := kmsg.NewFetchResponseTopicPartition()
 		rp.Partition = 1
 		rp.HighWatermark = total1

@@ -40,6 +40,13 @@ type fetcher struct {
 	cands []fetchCand
 	wants []fetch.Want
 	sent  map[fetch.TP]sentPart
+	// Topic ids of the topics fetched, both ways: a fetch names its
+	// topics by id when every one has an id (Fetch v13+, whose v16
+	// answers carry the NodeEndpoints of leader hints), and the answer
+	// names them by id only. Loop only.
+	ids   map[string][16]byte
+	names map[[16]byte]string
+	byID  bool // the last request named its topics by id
 }
 
 // fetchCand is a partition that wants data in the next request.
@@ -101,6 +108,8 @@ func (f *fetcher) loop() {
 	defer f.closeSession()
 	if f.sent == nil {
 		f.sent = map[fetch.TP]sentPart{}
+		f.ids = map[string][16]byte{}
+		f.names = map[[16]byte]string{}
 	}
 	for {
 		wants, reserve := f.collect()
@@ -111,6 +120,14 @@ func (f *fetcher) loop() {
 			case <-f.wake:
 				continue
 			}
+		}
+		var renamed bool
+		f.byID, renamed = f.topicIDs(wants)
+		f.session.Addressing(f.byID)
+		if renamed {
+			// A topic was recreated under its name: the session
+			// holds its partitions under the old id. Start over.
+			f.session.Fail()
 		}
 		plan := f.session.Plan(wants)
 		req := f.request(plan, reserve)
@@ -154,24 +171,35 @@ func (f *fetcher) loop() {
 			continue
 		}
 		f.fails = 0
-		moved, replaced := false, false
+		// refresh: a partition left this fetcher on an error that named
+		// no leader; hints: those whose error named it (KIP-951).
+		moved, replaced, refresh := false, false, false
+		var hints []cluster.LeaderHint
 		opts := fetch.DecodeOptions{
 			ReadCommitted: cs.cfg.isolation == ReadCommitted,
 			Batch:         batch.DecodeOptions{SkipCRC: !cs.cfg.checkCRC, MaxDecompressedSize: cs.cfg.maxDecompressed},
 		}
 		for i := range resp.Topics {
 			rt := &resp.Topics[i]
+			topic := rt.Topic
+			if topic == "" {
+				// Named by id (v13+): only by the id it was asked
+				// under (a topic recreated since has another).
+				if topic = f.names[rt.TopicID]; f.ids[topic] != rt.TopicID {
+					topic = ""
+				}
+			}
 			for j := range rt.Partitions {
 				rp := &rt.Partitions[j]
-				tp := fetch.TP{Topic: rt.Topic, Partition: rp.Partition}
+				tp := fetch.TP{Topic: topic, Partition: rp.Partition}
 				s, ok := f.sent[tp]
 				if !ok {
 					if debug {
-						log.Debug("fetch response for a partition not asked for", "broker", f.node, "topic", tp.Topic, "partition", tp.Partition)
+						log.Debug("fetch response for a partition not asked for", "broker", f.node, "topic", tp.Topic, "topic_id", rt.TopicID, "partition", tp.Partition)
 					}
 					continue // a partition the session still had; ignore
 				}
-				f.slab = slabSink{topic: rt.Topic, part: rp.Partition}
+				f.slab = slabSink{topic: topic, part: rp.Partition}
 				res := fetch.DecodePartitionTo(rp, s.offset, opts, &f.slab)
 				slab := f.slab.recs
 				f.slab.recs = nil
@@ -181,6 +209,15 @@ func (f *fetcher) loop() {
 				}
 				m, r := s.p.applyFetch(f.node, s.epoch, s.offset, s.leaderEpoch, res, slab)
 				moved, replaced = moved || m, replaced || r
+				// The leader a NOT_LEADER_OR_FOLLOWER or
+				// FENCED_LEADER_EPOCH answer names: the partition
+				// goes there at once, as Java's consumer does
+				// (Metadata.updatePartitionLeadership).
+				if h, ok := cluster.HintFrom(rp.ErrorCode, topic, rp.Partition, rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch); ok {
+					hints = append(hints, h)
+				} else if m {
+					refresh = true
+				}
 			}
 		}
 		// Released only now that what came back is counted as
@@ -188,13 +225,62 @@ func (f *fetcher) loop() {
 		// another broker's fetcher while these records are decoded.
 		cs.reserved.Add(-reserve)
 		cs.pokeStarved()
-		if moved {
+		if len(hints) > 0 {
+			// Before the coordinator places the partitions again.
+			// A hint it cannot apply refreshes metadata.
+			cs.cl.ApplyLeaderHints(hints, fetchEndpoints(resp.Brokers))
+		}
+		if refresh {
 			cs.cl.TriggerMetadata()
 		}
 		if moved || replaced {
 			cs.poke()
 		}
 	}
+}
+
+// topicIDs records the ids of the topics of wants from the current
+// metadata and says whether every one has an id, in which case the
+// request names them by id, and whether a topic's id changed (it was
+// recreated) since the fetcher last asked for it.
+func (f *fetcher) topicIDs(wants []fetch.Want) (all, renamed bool) {
+	snap := f.cs.cl.Snapshot()
+	all = true
+	last := ""
+	for i := range wants {
+		name := wants[i].Topic
+		if i > 0 && name == last {
+			continue
+		}
+		last = name
+		var id [16]byte
+		if tm := snap.Topics[name]; tm != nil {
+			id = tm.ID
+		}
+		if id == ([16]byte{}) {
+			all = false
+			continue
+		}
+		if old := f.ids[name]; old != id {
+			renamed = renamed || old != ([16]byte{})
+			f.ids[name] = id
+			f.names[id] = name
+		}
+	}
+	return all, renamed
+}
+
+// fetchEndpoints are the brokers a fetch answer names (NodeEndpoints,
+// v16+) for its leader hints.
+func fetchEndpoints(bs []kmsg.FetchResponseBroker) []cluster.BrokerMeta {
+	if len(bs) == 0 {
+		return nil
+	}
+	out := make([]cluster.BrokerMeta, len(bs))
+	for i, b := range bs {
+		out[i] = cluster.BrokerMeta{NodeID: b.NodeID, Host: b.Host, Port: b.Port, Rack: deref(b.Rack)}
+	}
+	return out
 }
 
 // collect lists this broker's partitions that want data and reserves, in
@@ -336,6 +422,9 @@ func (f *fetcher) request(plan fetch.Plan, maxBytes int64) *kmsg.FetchRequest {
 		t := topicEntry(&req.Topics, idx, w.Topic, func(name string) kmsg.FetchRequestTopic {
 			t := kmsg.NewFetchRequestTopic()
 			t.Topic = name
+			if f.byID {
+				t.TopicID = f.ids[name]
+			}
 			return t
 		})
 		p := kmsg.NewFetchRequestTopicPartition()
@@ -351,6 +440,9 @@ func (f *fetcher) request(plan fetch.Plan, maxBytes int64) *kmsg.FetchRequest {
 		t := topicEntry(&req.ForgottenTopics, fidx, tp.Topic, func(name string) kmsg.FetchRequestForgottenTopic {
 			t := kmsg.NewFetchRequestForgottenTopic()
 			t.Topic = name
+			if f.byID {
+				t.TopicID = f.ids[name]
+			}
 			return t
 		})
 		t.Partitions = append(t.Partitions, tp.Partition)

@@ -37,7 +37,10 @@ var (
 // another. Each partition is handled in offset order by at most one runner
 // at a time; runners for different partitions run concurrently. When a
 // partition's leader moves, only that partition moves to the new broker's
-// fetcher; an ownership epoch fences results of the old one.
+// fetcher; an ownership epoch fences results of the old one. When the old
+// leader's NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH answer names the
+// new leader (KIP-951), the move happens at once, without waiting for a
+// metadata refresh.
 //
 // Follower fetching (KIP-392): when the leader names a preferred read
 // replica for a partition (a broker with replica.selector.class set does,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/riffle-go/riffle/internal/cluster"
 	"github.com/riffle-go/riffle/internal/conn"
@@ -285,6 +286,11 @@ func (s *sink) handle() {
 		if err != nil {
 			s.p.cl.TriggerMetadata()
 		}
+		if pr != nil {
+			// Before the batches are retried: they go to the leaders
+			// the answer names.
+			s.p.applyHints(pr)
+		}
 		for _, it := range sr.items {
 			s.p.complete(s.node, it, pr, err, sr.pend == nil)
 		}
@@ -313,9 +319,16 @@ func (p *Producer) complete(node int32, it sentItem, pr *kmsg.ProduceResponse, r
 		part.retries = 0
 	}
 	if res.Rewound {
-		part.backoffLocked()
-		if outcome == producer.Retry || outcome == producer.Unknown {
-			p.cl.TriggerMetadata()
+		if retryAtOnce(leaderError(part, pr), node, part.leader()) {
+			// The leader moved (a hint in this answer, or a refresh
+			// since): resend to it without backing off, as Java's
+			// producer does after a leader change (KIP-951).
+			part.backoff = time.Time{}
+		} else {
+			part.backoffLocked()
+			if outcome == producer.Retry || outcome == producer.Unknown {
+				p.cl.TriggerMetadata()
+			}
 		}
 	}
 	sealBad := part.sealDueLocked() // a batch the rewind or failure left waiting
@@ -353,6 +366,60 @@ func (p *Producer) complete(node int32, it sentItem, pr *kmsg.ProduceResponse, r
 	} else if _, bumping := p.id.current(); bumping {
 		p.id.poke()
 	}
+}
+
+// applyHints applies the leader hints of a produce answer (KIP-951: the
+// CurrentLeader of NOT_LEADER_OR_FOLLOWER, with the answer's
+// NodeEndpoints) to the client's metadata; a hint it cannot apply
+// refreshes metadata.
+func (p *Producer) applyHints(pr *kmsg.ProduceResponse) {
+	var hints []cluster.LeaderHint
+	for i := range pr.Topics {
+		rt := &pr.Topics[i]
+		for j := range rt.Partitions {
+			rp := &rt.Partitions[j]
+			if h, ok := cluster.HintFrom(rp.ErrorCode, rt.Topic, rp.Partition, rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch); ok {
+				hints = append(hints, h)
+			}
+		}
+	}
+	if len(hints) == 0 {
+		return
+	}
+	eps := make([]cluster.BrokerMeta, len(pr.Brokers))
+	for i, b := range pr.Brokers {
+		eps[i] = cluster.BrokerMeta{NodeID: b.NodeID, Host: b.Host, Port: b.Port, Rack: deref(b.Rack)}
+	}
+	p.cl.ApplyLeaderHints(hints, eps)
+}
+
+// leaderError returns the error code of part in pr if it says the broker
+// does not lead the partition (NOT_LEADER_OR_FOLLOWER,
+// FENCED_LEADER_EPOCH), 0 otherwise.
+func leaderError(part *partState, pr *kmsg.ProduceResponse) int16 {
+	if pr == nil {
+		return 0
+	}
+	for i := range pr.Topics {
+		if pr.Topics[i].Topic != part.topic.name {
+			continue
+		}
+		for _, rp := range pr.Topics[i].Partitions {
+			if rp.Partition == part.id && (rp.ErrorCode == kafkaerr.NotLeaderForPartition || rp.ErrorCode == kafkaerr.FencedLeaderEpoch) {
+				return rp.ErrorCode
+			}
+		}
+	}
+	return 0
+}
+
+// retryAtOnce decides whether a batch the broker sentTo refused with code
+// goes again without backing off: only when the broker said it does not
+// lead the partition and the metadata now names another leader (a hint
+// applied, or a refresh since), to which the retry goes. Pure.
+func retryAtOnce(code int16, sentTo, leader int32) bool {
+	return (code == kafkaerr.NotLeaderForPartition || code == kafkaerr.FencedLeaderEpoch) &&
+		leader >= 0 && leader != sentTo
 }
 
 // classify maps a partition's produce result to a state machine outcome.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,6 +41,7 @@ type shareFetcher struct {
 	node   int32
 	wake   chan struct{}
 	roomy  chan struct{} // coalesceAt runners became idle (see shareCoalesce)
+	placed chan struct{} // the partitions it owns changed (see setOwned)
 	owned  atomic.Pointer[[]shareTP]
 	lockMs atomic.Int64 // the broker's acquisition lock duration
 
@@ -55,6 +58,10 @@ type shareFetcher struct {
 	offs      []int64           // take's buffer of a batch's offsets (loop only)
 	events    []FetchBatchEvent // take's buffer of hook events (loop only)
 	pinned    *conn.Conn        // the connection kept from the idle reaper (loop only)
+	// unresolved: the last ShareFetch had leader errors no hint resolved
+	// (loop only); leaderWait paces the fetches that follow such ones.
+	unresolved bool
+	leaderWait share.LeaderWait
 }
 
 const defaultShareLock = 30 * time.Second
@@ -71,13 +78,15 @@ const shareCoalesce = time.Millisecond
 func (sc *ShareConsumer) coalesceAt() int { return max(1, min(sc.cfg.share.maxRecords, sc.runners)/4) }
 
 func newShareFetcher(sc *ShareConsumer, node int32) *shareFetcher {
-	f := &shareFetcher{sc: sc, node: node, wake: make(chan struct{}, 1), roomy: make(chan struct{}, 1)}
+	f := &shareFetcher{sc: sc, node: node, wake: make(chan struct{}, 1), roomy: make(chan struct{}, 1), placed: make(chan struct{}, 1)}
 	f.lockMs.Store(defaultShareLock.Milliseconds())
 	return f
 }
 
 func (f *shareFetcher) setOwned(tps []shareTP) {
-	f.owned.Store(&tps)
+	if old := f.owned.Swap(&tps); old == nil || !slices.Equal(*old, tps) {
+		nudge(f.placed)
+	}
 	nudge(f.wake)
 }
 
@@ -192,6 +201,10 @@ func (f *shareFetcher) loop() {
 		now := time.Now()
 		lock := f.lock()
 		var owned []shareTP
+		select {
+		case <-f.placed: // owned is read below: the current placement
+		default:
+		}
 		if p := f.owned.Load(); p != nil {
 			owned = *p
 		}
@@ -283,6 +296,14 @@ func (f *shareFetcher) loop() {
 			err = f.fetch(ctx, owned, room, wait, now)
 			sc.unbusy(room) // take counted what was acquired
 			empty = err == nil && f.taken == 0
+			if n := f.leaderWait.Fetched(err == nil && f.unresolved, f.taken); n > 0 {
+				// Partitions this broker no longer leads, and no
+				// hint said where they went: it answered at once
+				// and would again until metadata moves them.
+				if !f.pause(ctx, sc.c.cfg.retryBackoff.Delay(n, rand.Float64())) {
+					return
+				}
+			}
 		case len(owned) == 0 && f.session.Open() && f.session.Len() > 0 && !isClosed(sc.noFetch):
 			// The broker leads none of our partitions any more (they
 			// moved, or the group took them): take them out of the
@@ -367,6 +388,21 @@ func (f *shareFetcher) loop() {
 		}
 		fails = 0
 	}
+}
+
+// pause waits d, or until the partitions the fetcher owns change or the
+// consumer ends its fetching; false when the consumer is closing.
+func (f *shareFetcher) pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-f.placed:
+	case <-f.sc.final:
+	case <-ctx.Done():
+		return false
+	}
+	return true
 }
 
 // pin keeps the fetch connection to the broker from the client's idle
@@ -579,10 +615,12 @@ func (f *shareFetcher) partitionError(hints []cluster.LeaderHint, code int16, to
 // assigned partitions again at once when that changed a leader: no wait
 // for a metadata refresh, which happens only for hints that cannot be
 // applied (no leader named, unknown broker, ...).
-func (f *shareFetcher) applyHints(hints []cluster.LeaderHint, eps []cluster.BrokerMeta) {
+func (f *shareFetcher) applyHints(hints []cluster.LeaderHint, eps []cluster.BrokerMeta) bool {
 	if f.sc.cl.ApplyLeaderHints(hints, eps) {
 		nudge(f.sc.wake)
+		return true
 	}
+	return false
 }
 
 // fetch sends a ShareFetch for owned with the waiting acknowledgements
@@ -591,6 +629,7 @@ func (f *shareFetcher) applyHints(hints []cluster.LeaderHint, eps []cluster.Brok
 // empty forgets every partition of the session.
 func (f *shareFetcher) fetch(ctx context.Context, owned []shareTP, room int, wait time.Duration, sent time.Time) error {
 	sc := f.sc
+	f.unresolved = false
 	cn, err := sc.cl.Conn(ctx, f.node, cluster.ClassFetch)
 	if err != nil {
 		return err
@@ -843,7 +882,7 @@ func (f *shareFetcher) take(resp *kmsg.ShareFetchResponse, names map[[16]byte]st
 		for i, e := range resp.NodeEndpoints {
 			eps[i] = cluster.BrokerMeta{NodeID: e.NodeID, Host: e.Host, Port: e.Port, Rack: deref(e.Rack)}
 		}
-		f.applyHints(hints, eps)
+		f.unresolved = !f.applyHints(hints, eps)
 	}
 	if len(out) == 0 {
 		f.fetched(events)

@@ -192,6 +192,18 @@ type LeaderHint struct {
 	Epoch     int32
 }
 
+// HintFrom returns the leader hint a partition's error carries (KIP-951):
+// ok when code is NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH and the
+// response's CurrentLeader names a leader and its epoch (leader >= 0,
+// epoch >= 0). Without one, only a metadata refresh says where the
+// partition went. Pure.
+func HintFrom(code int16, topic string, partition, leader, epoch int32) (LeaderHint, bool) {
+	if (code != kafkaerr.NotLeaderForPartition && code != kafkaerr.FencedLeaderEpoch) || leader < 0 || epoch < 0 {
+		return LeaderHint{}, false
+	}
+	return LeaderHint{Topic: topic, Partition: partition, Leader: leader, Epoch: epoch}, true
+}
+
 // withHints applies leader hints to prev, as Java's
 // Metadata.updatePartitionLeadership does: a partition moves to its hinted
 // leader when the hint's epoch is newer than the cached one and the leader

@@ -250,3 +250,33 @@ func TestWithHints(t *testing.T) {
 		})
 	}
 }
+
+// TestHintFrom: only the leader errors carry a hint, and only with a
+// leader and an epoch.
+func TestHintFrom(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		code          int16
+		leader, epoch int32
+		ok            bool
+	}{
+		{"not leader, leader named", kafkaerr.NotLeaderForPartition, 2, 7, true},
+		{"fenced epoch, leader named", kafkaerr.FencedLeaderEpoch, 2, 7, true},
+		{"not leader, epoch 0", kafkaerr.NotLeaderForPartition, 0, 0, true},
+		{"not leader, no leader", kafkaerr.NotLeaderForPartition, -1, -1, false},
+		{"not leader, no epoch", kafkaerr.NotLeaderForPartition, 2, -1, false},
+		{"no error", 0, 2, 7, false},
+		{"unknown topic", kafkaerr.UnknownTopicOrPartition, 2, 7, false},
+		{"unknown leader epoch", kafkaerr.UnknownLeaderEpoch, 2, 7, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, ok := HintFrom(tc.code, "t", 3, tc.leader, tc.epoch)
+			if ok != tc.ok {
+				t.Fatalf("ok = %v, want %v", ok, tc.ok)
+			}
+			if want := (LeaderHint{Topic: "t", Partition: 3, Leader: tc.leader, Epoch: tc.epoch}); ok && h != want {
+				t.Errorf("hint %+v, want %+v", h, want)
+			}
+		})
+	}
+}

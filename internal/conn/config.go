@@ -29,6 +29,11 @@ type Config struct {
 
 	// MaxVersions caps the version used per API key, below kmsg's own max.
 	MaxVersions map[int16]int16
+	// IDMaxVersions replaces MaxVersions for a request that names every
+	// topic by id (see ByTopicID): the caps that keep requests below the
+	// versions addressing topics by id only do not bind it, the user's
+	// do.
+	IDMaxVersions map[int16]int16
 
 	Logger   *slog.Logger
 	Observer Observer

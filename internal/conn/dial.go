@@ -92,7 +92,7 @@ func dial(ctx context.Context, cfg *Config, addr string, nodeID int32, connected
 	if err != nil {
 		return fail(StageAPIVersions, err)
 	}
-	vers := newVersions(avResp, cfg.MaxVersions)
+	vers := newVersions(avResp, cfg.MaxVersions, cfg.IDMaxVersions)
 	var sess session
 	if cfg.SASL != nil {
 		sess, err = authenticate(dctx, cfg.SASL, SASLBroker{Addr: addr, NodeID: nodeID}, &vers, h.roundTrip)

@@ -16,14 +16,16 @@ type Versions struct {
 	min   [maxKey]int16
 	max   [maxKey]int16
 	caps  map[int16]int16
+	// idCaps replace caps for requests that name every topic by id.
+	idCaps map[int16]int16
 	// features are the cluster's finalized feature levels the broker
 	// reported (KIP-584), e.g. transaction.version; nil if none.
 	features map[string]int16
 }
 
-func newVersions(resp *kmsg.ApiVersionsResponse, caps map[int16]int16) Versions {
+func newVersions(resp *kmsg.ApiVersionsResponse, caps, idCaps map[int16]int16) Versions {
 	var v Versions
-	v.caps = caps
+	v.caps, v.idCaps = caps, idCaps
 	for _, k := range resp.ApiKeys {
 		if k.ApiKey < 0 || int(k.ApiKey) >= maxKey || k.MaxVersion < k.MinVersion {
 			continue
@@ -52,10 +54,14 @@ func (v *Versions) Feature(name string) int16 { return v.features[name] }
 // Max returns the version to use for key given our own maximum, and false
 // when there is none both sides support.
 func (v *Versions) Max(key, ours int16) (int16, bool) {
+	return v.capped(v.caps, key, ours)
+}
+
+func (v *Versions) capped(caps map[int16]int16, key, ours int16) (int16, bool) {
 	if key < 0 || int(key) >= maxKey || !v.known[key] {
 		return 0, false
 	}
-	if c, ok := v.caps[key]; ok && c < ours {
+	if c, ok := caps[key]; ok && c < ours {
 		ours = c
 	}
 	use := min(ours, v.max[key])
@@ -72,10 +78,16 @@ type MinVersioned interface {
 	MinVersion() int16
 }
 
-// Pick returns the version to send req at: min(our max, broker max). A
-// request that is MinVersioned fails with ErrUnsupported below its minimum.
+// Pick returns the version to send req at: min(our max, broker max),
+// under the caps for requests that name every topic by id if req does
+// (ByTopicID). A request that is MinVersioned fails with ErrUnsupported
+// below its minimum.
 func (v *Versions) Pick(req kmsg.Request) (int16, error) {
-	use, ok := v.Max(req.Key(), req.MaxVersion())
+	caps := v.caps
+	if ByTopicID(req) {
+		caps = v.idCaps
+	}
+	use, ok := v.capped(caps, req.Key(), req.MaxVersion())
 	if !ok {
 		return 0, fmt.Errorf("%s: %w", kmsg.NameForKey(req.Key()), errs.ErrUnsupported)
 	}
@@ -83,4 +95,27 @@ func (v *Versions) Pick(req kmsg.Request) (int16, error) {
 		return 0, fmt.Errorf("%s v%d: %w (v%d needed)", kmsg.NameForKey(req.Key()), use, errs.ErrUnsupported, m.MinVersion())
 	}
 	return use, nil
+}
+
+// ByTopicID reports whether req may go at a version that addresses topics
+// by id only: a Fetch whose topics and forgotten topics all carry their
+// ids (kmsg writes the name below v13, the id from v13). A Fetch naming no
+// topic at all qualifies: a fetcher whose session went by id keeps to it
+// when it only closes the session or has nothing new to send.
+func ByTopicID(req kmsg.Request) bool {
+	f, ok := req.(*kmsg.FetchRequest)
+	if !ok {
+		return false
+	}
+	for i := range f.Topics {
+		if f.Topics[i].TopicID == ([16]byte{}) {
+			return false
+		}
+	}
+	for i := range f.ForgottenTopics {
+		if f.ForgottenTopics[i].TopicID == ([16]byte{}) {
+			return false
+		}
+	}
+	return true
 }

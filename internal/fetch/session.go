@@ -35,6 +35,8 @@ type Session struct {
 	// fetch without a session) rather than leaving it to expire in the
 	// broker's cache.
 	closing int32
+	// byID: requests name topics by id (Fetch v13+), see Addressing.
+	byID bool
 }
 
 // Plan is one request's session fields and partitions.
@@ -135,6 +137,21 @@ func (s *Session) Commit(p Plan, errCode int16, sessionID int32) {
 	}
 	s.spare, s.cached = s.cached, p.wants
 	s.epoch = nextEpoch(s.epoch)
+}
+
+// Addressing sets whether the next requests name their topics by id
+// (Fetch v13+) or by name. A broker keeps a session to the addressing it
+// was created with and refuses a request that switches
+// (FETCH_SESSION_TOPIC_ID_ERROR), so a switch starts a new session: the
+// next request closes the one open and fetches in full.
+func (s *Session) Addressing(byID bool) {
+	if byID == s.byID {
+		return
+	}
+	s.byID = byID
+	if s.id != 0 {
+		s.reset()
+	}
 }
 
 // Close returns the request that closes the session on the broker (epoch

@@ -186,3 +186,46 @@ func FuzzSession(f *testing.F) {
 		}
 	})
 }
+
+// TestSessionAddressing: switching between topic names and ids while a
+// session is open starts a new one (the next request closes the old
+// session and fetches in full); without a session, or keeping the
+// addressing, nothing changes.
+func TestSessionAddressing(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		open       bool // a session is open when the addressing is set
+		from, to   bool
+		wantClosed bool // the next plan closes the session and is full
+	}{
+		{"names to ids, session open", true, false, true, true},
+		{"ids to names, session open", true, true, false, true},
+		{"ids kept, session open", true, true, true, false},
+		{"names to ids, no session", false, false, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var s Session
+			s.Addressing(tc.from)
+			p := s.Plan([]Want{w("t", 0, 0)})
+			if tc.open {
+				s.Commit(p, 0, 9)
+			}
+			s.Addressing(tc.to)
+			p = s.Plan([]Want{w("t", 0, 0)})
+			closes := p.closes && p.SessionID == 9 && p.SessionEpoch == -1
+			if closes != tc.wantClosed {
+				t.Fatalf("plan %+v: closes the session %v, want %v", p, closes, tc.wantClosed)
+			}
+			switch {
+			case tc.wantClosed || !tc.open:
+				if !p.Full || len(p.Send) != 1 {
+					t.Errorf("plan %+v, want a full fetch", p)
+				}
+			default:
+				if p.Full || p.SessionID != 9 || p.SessionEpoch != 1 {
+					t.Errorf("plan %+v, want the session's next incremental fetch", p)
+				}
+			}
+		})
+	}
+}
