@@ -10,6 +10,7 @@ import (
 
 	"github.com/riffle-go/riffle/internal/batch"
 	"github.com/riffle-go/riffle/internal/cluster"
+	"github.com/riffle-go/riffle/internal/conn"
 	"github.com/riffle-go/riffle/internal/fetch"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -455,11 +456,22 @@ func (f *fetcher) do(req *kmsg.FetchRequest) (*kmsg.FetchResponse, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp, err := cn.Request(f.ctx, req)
+	resp, err := cn.Request(f.ctx, f.addressed(req))
 	if err != nil {
 		return nil, err
 	}
 	return resp.(*kmsg.FetchResponse), nil
+}
+
+// addressed is req as the connection must send it: by id when the
+// fetcher's session goes by id (then also when req names no topic: an
+// idle incremental fetch or the session's close goes at the session's
+// addressing, or the broker refuses it), by name otherwise.
+func (f *fetcher) addressed(req *kmsg.FetchRequest) kmsg.Request {
+	if f.byID {
+		return conn.FetchByID{FetchRequest: req}
+	}
+	return req
 }
 
 // closeSession closes the fetch session on the broker as the fetcher stops
@@ -479,7 +491,7 @@ func (f *fetcher) closeSession() {
 	defer cancel()
 	req := f.request(plan, 0)
 	req.MaxWaitMillis = 0
-	if _, err := cn.Request(ctx, req); err != nil {
+	if _, err := cn.Request(ctx, f.addressed(req)); err != nil {
 		f.cs.c.log.Debug("closing the fetch session failed", "broker", f.node, "session", plan.SessionID, "err", err)
 	}
 }

@@ -398,9 +398,10 @@ func (c *Conn) touch() { c.lastUsed.Store(time.Now().UnixNano()) }
 // extraTimeout is how long a request may legitimately wait at the broker on
 // top of the request timeout: long polls and server-side timeouts.
 func extraTimeout(req kmsg.Request) time.Duration {
+	if f, ok := AsFetch(req); ok {
+		return time.Duration(f.MaxWaitMillis) * time.Millisecond
+	}
 	switch r := req.(type) {
-	case *kmsg.FetchRequest:
-		return time.Duration(r.MaxWaitMillis) * time.Millisecond
 	case *kmsg.JoinGroupRequest:
 		return time.Duration(r.RebalanceTimeoutMillis) * time.Millisecond
 	case kmsg.TimeoutRequest:
@@ -433,7 +434,7 @@ func frameSizeHint(req kmsg.Request) int {
 // budgeted by whoever sized the request, so a lying size prefix costs no
 // more than an honest full response.
 func trustedResponse(req kmsg.Request) int {
-	if f, ok := req.(*kmsg.FetchRequest); ok && f.MaxBytes > 0 {
+	if f, ok := AsFetch(req); ok && f.MaxBytes > 0 {
 		return int(f.MaxBytes) + 1<<20
 	}
 	return 0

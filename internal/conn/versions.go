@@ -97,25 +97,31 @@ func (v *Versions) Pick(req kmsg.Request) (int16, error) {
 	return use, nil
 }
 
+// FetchByID is a Fetch whose sender addresses topics by id: every topic
+// and forgotten topic in it carries its id, and its fetch session (if
+// any) was opened by id. It may go at the versions that name topics by
+// id only (v13+). The sender says so, rather than the request showing
+// it: a Fetch naming no topic (an incremental fetch with nothing new, a
+// session's close) must go at the addressing of its session, and a
+// broker refuses a by-name session's fetch at v13+ and a by-id
+// session's below (FETCH_SESSION_TOPIC_ID_ERROR). A plain
+// *kmsg.FetchRequest goes by name.
+type FetchByID struct{ *kmsg.FetchRequest }
+
+// AsFetch returns req's Fetch, plain or FetchByID.
+func AsFetch(req kmsg.Request) (*kmsg.FetchRequest, bool) {
+	switch r := req.(type) {
+	case *kmsg.FetchRequest:
+		return r, true
+	case FetchByID:
+		return r.FetchRequest, r.FetchRequest != nil
+	}
+	return nil, false
+}
+
 // ByTopicID reports whether req may go at a version that addresses topics
-// by id only: a Fetch whose topics and forgotten topics all carry their
-// ids (kmsg writes the name below v13, the id from v13). A Fetch naming no
-// topic at all qualifies: a fetcher whose session went by id keeps to it
-// when it only closes the session or has nothing new to send.
+// by id only: a FetchByID.
 func ByTopicID(req kmsg.Request) bool {
-	f, ok := req.(*kmsg.FetchRequest)
-	if !ok {
-		return false
-	}
-	for i := range f.Topics {
-		if f.Topics[i].TopicID == ([16]byte{}) {
-			return false
-		}
-	}
-	for i := range f.ForgottenTopics {
-		if f.ForgottenTopics[i].TopicID == ([16]byte{}) {
-			return false
-		}
-	}
-	return true
+	_, ok := req.(FetchByID)
+	return ok
 }

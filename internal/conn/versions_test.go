@@ -6,11 +6,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// TestPickByTopicID: a Fetch naming every topic (and forgotten topic) by
-// id is picked under the by-id caps, any other request under the caps;
-// the broker's maximum bounds both.
+// TestPickByTopicID: a FetchByID is picked under the by-id caps, any
+// other request (a plain Fetch too, even one whose topics carry ids, or
+// one naming nothing) under the caps; the broker's maximum bounds both.
 func TestPickByTopicID(t *testing.T) {
 	id := [16]byte{1}
+	byID := func(r *kmsg.FetchRequest) kmsg.Request { return FetchByID{r} }
 	fetch := func(topics, forgotten [][16]byte) *kmsg.FetchRequest {
 		req := kmsg.NewPtrFetchRequest()
 		for _, x := range topics {
@@ -44,13 +45,13 @@ func TestPickByTopicID(t *testing.T) {
 		want     int16
 		byID     bool
 	}{
-		{"fetch by id", fetch([][16]byte{id, id}, [][16]byte{id}), 18, idCaps, 18, true},
-		{"fetch by id, older broker", fetch([][16]byte{id}, nil), 16, idCaps, 16, true},
-		{"fetch by id, broker before ids", fetch([][16]byte{id}, nil), 12, idCaps, 12, true},
-		{"fetch by id, user cap", fetch([][16]byte{id}, nil), 18, map[int16]int16{1: 15}, 15, true},
-		{"fetch naming nothing (a session close)", fetch(nil, nil), 18, idCaps, 18, true},
-		{"fetch with a topic without id", fetch([][16]byte{id, {}}, nil), 18, idCaps, 12, false},
-		{"fetch forgetting a topic without id", fetch([][16]byte{id}, [][16]byte{{}}), 18, idCaps, 12, false},
+		{"fetch by id", byID(fetch([][16]byte{id, id}, [][16]byte{id})), 18, idCaps, 18, true},
+		{"fetch by id, older broker", byID(fetch([][16]byte{id}, nil)), 16, idCaps, 16, true},
+		{"fetch by id, broker before ids", byID(fetch([][16]byte{id}, nil)), 12, idCaps, 12, true},
+		{"fetch by id, user cap", byID(fetch([][16]byte{id}, nil)), 18, map[int16]int16{1: 15}, 15, true},
+		{"fetch by id naming nothing (a by-id session's idle fetch or close)", byID(fetch(nil, nil)), 18, idCaps, 18, true},
+		{"fetch by name naming nothing (a by-name session's idle fetch or close)", fetch(nil, nil), 18, idCaps, 12, false},
+		{"plain fetch whose topics carry ids", fetch([][16]byte{id}, nil), 18, idCaps, 12, false},
 		{"produce", kmsg.NewPtrProduceRequest(), 18, idCaps, 12, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
