@@ -1,15 +1,15 @@
 package riffle
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/riffle-go/riffle/internal/crashtest"
 )
 
 // Exactly once through crashes: a child process (this test binary,
@@ -30,16 +30,7 @@ const (
 
 // init runs before TestMain (and so before goleak): in child mode the
 // process is a crash child and never returns to the test machinery.
-func init() {
-	if os.Getenv(eosCrashEnvChild) != "1" {
-		return
-	}
-	if err := eosCrashChild(); err != nil {
-		fmt.Fprintln(os.Stderr, "eos crash child:", err)
-		os.Exit(2)
-	}
-	os.Exit(0) // unreachable: the child runs until killed
-}
+func init() { crashtest.RunChild(eosCrashEnvChild, "eos crash child", eosCrashChild) }
 
 // eosCrashChild runs the group member until it is killed.
 func eosCrashChild() error {
@@ -87,10 +78,10 @@ func eosCrashChild() error {
 func TestExactlyOnceCrash(t *testing.T) {
 	r := newEOSRig(t, txnModes[1], eosCrashParts, eosCrashN)
 	start := time.Now()
-	env := append(os.Environ(),
-		eosCrashEnvChild+"=1",
-		eosCrashEnvBrokers+"="+strings.Join(r.fake.ListenAddrs(), ","),
-	)
+	env := []string{
+		eosCrashEnvChild + "=1",
+		eosCrashEnvBrokers + "=" + strings.Join(r.fake.ListenAddrs(), ","),
+	}
 	// outputs returns the end offsets of the output topic, summed:
 	// outputs written, committed or not, and transaction markers.
 	outputs := func() int64 {
@@ -110,57 +101,14 @@ func TestExactlyOnceCrash(t *testing.T) {
 		return n
 	}
 
-	var (
-		cur    *exec.Cmd
-		curOut *syncWriter
-		exited chan struct{}
-	)
-	t.Cleanup(func() {
-		if cur != nil {
-			cur.Process.Kill()
-			<-exited
-		}
-	})
-	startChild := func() {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestExactlyOnceCrash$")
-		cmd.Env = env
-		out := &syncWriter{w: new(bytes.Buffer)} // exec copies into it concurrently
-		cmd.Stdout, cmd.Stderr = out, out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		cur, curOut, exited = cmd, out, make(chan struct{})
-		done := exited
-		go func() {
-			cmd.Wait() // "signal: killed"
-			close(done)
-		}()
-	}
-	killChild := func() {
-		if err := cur.Process.Kill(); err != nil {
-			t.Fatal(err)
-		}
-		<-exited
-		cur = nil
-	}
+	var cur *crashtest.Child
+	startChild := func() { cur = crashtest.Start(t, "TestExactlyOnceCrash", env) }
 	// await polls cond until it holds; a child that exits, or a run that
 	// makes no progress for long, fails the test with its output.
 	await := func(run int, what string, cond func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(90 * time.Second)
-		for !cond() {
-			select {
-			case <-exited:
-				t.Fatalf("run %d: the child exited while waiting for %s; its output:\n%s", run, what, curOut)
-			default:
-			}
-			if time.Now().After(deadline) {
-				out := curOut
-				killChild()
-				t.Fatalf("run %d: timed out waiting for %s (%d of %d inputs committed); child output:\n%s", run, what, r.committed(), r.n, out)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		cur.Await(t, run, what, 90*time.Second, 20*time.Millisecond,
+			func() string { return fmt.Sprintf("%d of %d inputs committed", r.committed(), r.n) }, cond)
 	}
 
 	for k := range eosCrashKills {
@@ -170,13 +118,13 @@ func TestExactlyOnceCrash(t *testing.T) {
 		// commits later.
 		target := began + 200 + rand.Int64N(2501)
 		await(k, fmt.Sprintf("output end offsets to reach %d", target), func() bool { return outputs() >= target || r.committed() == r.n })
-		killChild()
+		cur.Kill(t)
 		t.Logf("run %d: killed after %d outputs (and markers) in %v; %d of %d inputs committed",
 			k, outputs()-began, time.Since(start).Round(time.Millisecond), r.committed(), r.n)
 	}
 	startChild()
 	await(eosCrashKills, "every input committed", func() bool { return r.committed() == r.n })
-	killChild()
+	cur.Kill(t)
 	aborted := r.checkExactlyOnce()
 	t.Logf("%d outputs of killed or aborted transactions hidden from read_committed; total %v", aborted, time.Since(start).Round(time.Millisecond))
 }

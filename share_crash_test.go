@@ -1,17 +1,17 @@
 package riffle
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/riffle-go/riffle/internal/crashtest"
 )
 
 // A share group member SIGKILLed while it holds acquired records: a child
@@ -55,23 +55,14 @@ const (
 	shareCrashAccept  = 40
 )
 
-func init() {
-	if os.Getenv(shareCrashEnvChild) != "1" {
-		return
-	}
-	if err := shareCrashChild(); err != nil {
-		fmt.Fprintln(os.Stderr, "share crash child:", err)
-		os.Exit(2)
-	}
-	os.Exit(0) // unreachable: the child runs until killed
-}
+func init() { crashtest.RunChild(shareCrashEnvChild, "share crash child", shareCrashChild) }
 
 // shareCrashChild logs "acc|hold partition offset deliveryCount" per record
 // handed to its handler (one unbuffered append each, before the handler
 // returns or blocks) until it is killed.
 func shareCrashChild() error {
 	addrs := strings.Split(os.Getenv(shareCrashEnvBrokers), ",")
-	f, err := os.OpenFile(os.Getenv(shareCrashEnvLog), os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644)
+	f, err := crashtest.OpenLog(os.Getenv(shareCrashEnvLog))
 	if err != nil {
 		return err
 	}
@@ -116,25 +107,19 @@ type shareCrashEntry struct {
 	deliveries int64
 }
 
-// readShareCrashLog reads the child's log; a trailing incomplete line
-// (none in practice: each line is one write) is ignored.
-func readShareCrashLog(t *testing.T, path string) []shareCrashEntry {
+// shareCrashLog reads the child's log: read appends to entries, and
+// returns, the entries of the lines the child completed since the last
+// read (a trailing incomplete line, none in practice since each line is
+// one write, waits for a later read).
+type shareCrashLog struct {
+	log     *crashtest.Log
+	entries []shareCrashEntry
+}
+
+func (l *shareCrashLog) read(t *testing.T) []shareCrashEntry {
 	t.Helper()
-	b, err := os.ReadFile(path)
-	if os.IsNotExist(err) {
-		return nil
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []shareCrashEntry
-	for len(b) > 0 {
-		i := bytes.IndexByte(b, '\n')
-		if i < 0 {
-			break
-		}
-		fs := strings.Fields(string(b[:i]))
-		b = b[i+1:]
+	for _, line := range l.log.Poll(t) {
+		fs := strings.Fields(line)
 		if len(fs) != 4 || (fs[0] != "acc" && fs[0] != "hold") {
 			t.Fatalf("bad log line %q", fs)
 		}
@@ -147,26 +132,9 @@ func readShareCrashLog(t *testing.T, path string) []shareCrashEntry {
 			}
 			*p = v
 		}
-		out = append(out, e)
+		l.entries = append(l.entries, e)
 	}
-	return out
-}
-
-type lockedWriter struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *lockedWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *lockedWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
+	return l.entries
 }
 
 func TestShareCrash(t *testing.T) {
@@ -177,30 +145,16 @@ func TestShareCrash(t *testing.T) {
 	const total = shareCrashParts * shareCrashPerPart
 
 	logPath := filepath.Join(t.TempDir(), "share-crash.log")
-	cmd := exec.Command(os.Args[0], "-test.run=^TestShareCrash$")
-	cmd.Env = append(os.Environ(),
-		shareCrashEnvChild+"=1",
-		shareCrashEnvBrokers+"="+strings.Join(fake.ListenAddrs(), ","),
-		shareCrashEnvLog+"="+logPath)
-	out := &lockedWriter{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		cmd.Wait() // "signal: killed"
-		close(exited)
-	}()
+	childLog := &shareCrashLog{log: crashtest.NewLog(logPath)}
+	proc := crashtest.Start(t, "TestShareCrash", []string{
+		shareCrashEnvChild + "=1",
+		shareCrashEnvBrokers + "=" + strings.Join(fake.ListenAddrs(), ","),
+		shareCrashEnvLog + "=" + logPath})
 	killed := false
 	kill := func() {
-		if !killed {
-			killed = true
-			cmd.Process.Kill()
-			<-exited
-		}
+		killed = true
+		proc.Stop()
 	}
-	t.Cleanup(kill)
 
 	var (
 		mu   sync.Mutex
@@ -213,18 +167,14 @@ func TestShareCrash(t *testing.T) {
 		t.Helper()
 		deadline := time.Now().Add(90 * time.Second)
 		for !cond() {
-			if !killed {
-				select {
-				case <-exited:
-					t.Fatalf("the child exited while waiting for %s; its output:\n%s", what, out)
-				default:
-				}
+			if !killed && proc.Exited() {
+				t.Fatalf("the child exited while waiting for %s; its output:\n%s", what, proc.Output())
 			}
 			if time.Now().After(deadline) {
 				mu.Lock()
 				state := fmt.Sprintf("%d records not handled by the parent's members, %d handed to the child", left, len(log))
 				mu.Unlock()
-				t.Fatalf("gave up waiting for %s (%s); child output:\n%s", what, state, out)
+				t.Fatalf("gave up waiting for %s (%s); child output:\n%s", what, state, proc.Output())
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
@@ -241,7 +191,7 @@ func TestShareCrash(t *testing.T) {
 		return n
 	}
 	await("the child to hold a record on every runner", func() bool {
-		log = readShareCrashLog(t, logPath)
+		log = childLog.read(t)
 		return holding() == shareCrashRunners
 	})
 
@@ -268,12 +218,12 @@ func TestShareCrash(t *testing.T) {
 	// the records it accepted are done (or, if the accept was still in
 	// its buffer, locked by it).
 	await("the other members to handle every record the child was not handed", func() bool {
-		log = readShareCrashLog(t, logPath)
+		log = childLog.read(t)
 		mu.Lock()
 		defer mu.Unlock()
 		return left <= len(childGot())
 	})
-	log = readShareCrashLog(t, logPath)
+	log = childLog.read(t)
 	child := childGot()
 	if holding() != shareCrashRunners || len(log) != len(child) {
 		t.Fatalf("child log: %d records held, %d entries for %d records, want %d held and no record twice", holding(), len(log), len(child), shareCrashRunners)

@@ -1,13 +1,10 @@
 package process_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,6 +13,7 @@ import (
 	"time"
 
 	"github.com/riffle-go/riffle"
+	"github.com/riffle-go/riffle/internal/crashtest"
 	"github.com/riffle-go/riffle/internal/track"
 	"github.com/riffle-go/riffle/process"
 	"github.com/riffle-go/riffle/rifftest"
@@ -42,23 +40,14 @@ const (
 
 // init runs before TestMain (and so before goleak): in child mode the
 // process is a crash child and never returns to the test machinery.
-func init() {
-	if os.Getenv(crashEnvChild) != "1" {
-		return
-	}
-	if err := crashChild(); err != nil {
-		fmt.Fprintln(os.Stderr, "crash child:", err)
-		os.Exit(2)
-	}
-	os.Exit(0) // unreachable: the child runs until killed
-}
+func init() { crashtest.RunChild(crashEnvChild, "crash child", crashChild) }
 
 // crashChild processes the topic and logs "partition offset\n" per finished
 // record, with one unbuffered append per record, until it is killed.
 func crashChild() error {
 	addrs := strings.Split(os.Getenv(crashEnvBrokers), ",")
 	group, topic := os.Getenv(crashEnvGroup), os.Getenv(crashEnvTopic)
-	f, err := os.OpenFile(os.Getenv(crashEnvLog), os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644)
+	f, err := crashtest.OpenLog(os.Getenv(crashEnvLog))
 	if err != nil {
 		return err
 	}
@@ -98,67 +87,24 @@ func crashChild() error {
 	}
 }
 
-// crashBuffer collects a child's output; exec copies into it concurrently.
-type crashBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *crashBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *crashBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // crashLog reads the child log incrementally.
 type crashLog struct {
-	path  string
-	off   int64
-	part  []byte     // incomplete trailing line
+	log   *crashtest.Log
 	lines [][2]int64 // partition, offset
 }
 
 func (l *crashLog) poll(t *testing.T) {
 	t.Helper()
-	f, err := os.Open(l.path)
-	if os.IsNotExist(err) {
-		return
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := f.Seek(l.off, io.SeekStart); err != nil {
-		t.Fatal(err)
-	}
-	b, err := io.ReadAll(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.off += int64(len(b))
-	b = append(l.part, b...)
-	for {
-		i := bytes.IndexByte(b, '\n')
-		if i < 0 {
-			break
-		}
+	for _, line := range l.log.Poll(t) {
 		var p, o int64
-		if _, err := fmt.Sscanf(string(b[:i]), "%d %d", &p, &o); err != nil {
-			t.Fatalf("bad log line %q: %v", b[:i], err)
+		if _, err := fmt.Sscanf(line, "%d %d", &p, &o); err != nil {
+			t.Fatalf("bad log line %q: %v", line, err)
 		}
 		if p < 0 || p >= crashParts || o < 0 || o >= crashPerPart {
-			t.Fatalf("log line %q names no produced record", b[:i])
+			t.Fatalf("log line %q names no produced record", line)
 		}
 		l.lines = append(l.lines, [2]int64{p, o})
-		b = b[i+1:]
 	}
-	l.part = append([]byte(nil), b...)
 }
 
 // covered is a commit state: per partition, every offset below the
@@ -179,40 +125,19 @@ func TestCrashSafety(t *testing.T) {
 	t.Logf("produced %d records in %v", crashParts*crashPerPart, time.Since(start).Round(time.Millisecond))
 
 	logPath := filepath.Join(t.TempDir(), "processed.log")
-	log := &crashLog{path: logPath}
-	env := append(os.Environ(),
-		crashEnvChild+"=1",
-		crashEnvBrokers+"="+strings.Join(c.Addrs(), ","),
-		crashEnvGroup+"="+group,
-		crashEnvTopic+"="+topic,
-		crashEnvLog+"="+logPath,
-	)
-
-	var (
-		cur    *exec.Cmd
-		curOut *crashBuffer
-	)
-	t.Cleanup(func() {
-		if cur != nil {
-			cur.Process.Kill()
-			cur.Wait()
-		}
-	})
-	startChild := func() {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashSafety$")
-		cmd.Env = env
-		out := &crashBuffer{}
-		cmd.Stdout, cmd.Stderr = out, out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		cur, curOut = cmd, out
+	log := &crashLog{log: crashtest.NewLog(logPath)}
+	env := []string{
+		crashEnvChild + "=1",
+		crashEnvBrokers + "=" + strings.Join(c.Addrs(), ","),
+		crashEnvGroup + "=" + group,
+		crashEnvTopic + "=" + topic,
+		crashEnvLog + "=" + logPath,
 	}
+
+	var cur *crashtest.Child
+	startChild := func() { cur = crashtest.Start(t, "TestCrashSafety", env) }
 	killChild := func() {
-		if err := cur.Process.Kill(); err != nil {
-			t.Fatal(err)
-		}
-		cur.Wait() // "signal: killed"
+		cur.Kill(t)
 		cur = nil
 	}
 	// waitLog polls the log until cond holds. It gives up after a generous
@@ -233,7 +158,7 @@ func TestCrashSafety(t *testing.T) {
 				lastLen, lastGrew = len(log.lines), time.Now()
 			}
 			if now := time.Now(); now.After(deadline) || now.Sub(lastGrew) > 15*time.Second {
-				out := curOut
+				out := cur.Output()
 				killChild()
 				if fatal {
 					t.Fatalf("run %d: timed out waiting for %s (log has %d lines); child output:\n%s", run, what, len(log.lines), out)

@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/riffle-go/riffle"
+	"github.com/riffle-go/riffle/internal/crashtest"
 	"github.com/riffle-go/riffle/process"
 	"github.com/riffle-go/riffle/ranges"
 	"github.com/riffle-go/riffle/rifftest"
@@ -55,16 +55,7 @@ const (
 // init runs before TestMain (and so before goleak): in child mode the
 // process is an exactly-once crash child and never returns to the test
 // machinery. (crash_test.go's child uses other variables.)
-func init() {
-	if os.Getenv(eosCrashEnvChild) != "1" {
-		return
-	}
-	if err := eosCrashChild(); err != nil {
-		fmt.Fprintln(os.Stderr, "eos crash child:", err)
-		os.Exit(2)
-	}
-	os.Exit(0) // unreachable: the child runs until killed
-}
+func init() { crashtest.RunChild(eosCrashEnvChild, "eos crash child", eosCrashChild) }
 
 // eosCrashChild runs the processor until it is killed.
 func eosCrashChild() error {
@@ -188,12 +179,12 @@ func eosCrash(t *testing.T, mode process.Mode) {
 		rifftest.KfakeOption(kfake.GroupMinSessionTimeout(100*time.Millisecond)))
 	start := time.Now()
 	eosInputs(t, cl, perPart)
-	env := append(os.Environ(),
-		eosCrashEnvChild+"=1",
-		eosCrashEnvBrokers+"="+strings.Join(c.Addrs(), ","),
-		eosCrashEnvMode+"="+mode.String(),
-		eosCrashEnvID+"="+id,
-	)
+	env := []string{
+		eosCrashEnvChild + "=1",
+		eosCrashEnvBrokers + "=" + strings.Join(c.Addrs(), ","),
+		eosCrashEnvMode + "=" + mode.String(),
+		eosCrashEnvID + "=" + id,
+	}
 
 	// The catch: armed, the next EndTxn committing id's transaction is
 	// held until release is closed (after the kill), then dropped with
@@ -228,61 +219,21 @@ func eosCrash(t *testing.T, mode process.Mode) {
 	})
 
 	var (
-		cur    *exec.Cmd
-		curOut *crashBuffer
-		exited chan struct{}
-		held   chan struct{} // release of a caught EndTxn, until the kill
+		cur  *crashtest.Child
+		held chan struct{} // release of a caught EndTxn, until the kill
 	)
 	t.Cleanup(func() {
-		if cur != nil {
-			cur.Process.Kill()
-			<-exited
-		}
 		if held != nil {
 			close(held)
 		}
 	})
-	startChild := func() {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestExactlyOnceProcessCrash$")
-		cmd.Env = env
-		out := &crashBuffer{}
-		cmd.Stdout, cmd.Stderr = out, out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		cur, curOut, exited = cmd, out, make(chan struct{})
-		done := exited
-		go func() {
-			cmd.Wait() // "signal: killed"
-			close(done)
-		}()
-	}
-	killChild := func() {
-		if err := cur.Process.Kill(); err != nil {
-			t.Fatal(err)
-		}
-		<-exited
-		cur = nil
-	}
+	startChild := func() { cur = crashtest.Start(t, "TestExactlyOnceProcessCrash", env) }
 	// await polls cond until it holds; a child that exits, or a run that
 	// takes too long, fails the test with its output.
 	await := func(run int, what string, cond func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for !cond() {
-			select {
-			case <-exited:
-				t.Fatalf("run %d: the child exited while waiting for %s; its output:\n%s", run, what, curOut)
-			default:
-			}
-			if time.Now().After(deadline) {
-				out := curOut
-				killChild()
-				t.Fatalf("run %d: timed out waiting for %s (%d of %d inputs committed); child output:\n%s",
-					run, what, committedInputs(t, cl, id), total, out)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		cur.Await(t, run, what, 60*time.Second, 10*time.Millisecond,
+			func() string { return fmt.Sprintf("%d of %d inputs committed", committedInputs(t, cl, id), total) }, cond)
 	}
 
 	// ends[k]: the output end offsets after kill k, which bound what
@@ -318,7 +269,7 @@ func eosCrash(t *testing.T, mode process.Mode) {
 			// Up to a commit interval later.
 			time.Sleep(time.Duration(rand.IntN(100)) * time.Millisecond)
 		}
-		killChild()
+		cur.Kill(t)
 		if held != nil {
 			close(held)
 			held = nil
@@ -334,8 +285,8 @@ func eosCrash(t *testing.T, mode process.Mode) {
 	runStart := time.Now()
 	startChild()
 	await(eosCrashKills, "every input committed", func() bool { return committedInputs(t, cl, id) == total })
-	out := curOut
-	killChild()
+	out := cur.Output()
+	cur.Kill(t)
 	ends[eosCrashKills] = endOffsets(t, cl, "out")
 	t.Logf("run %d: every input committed in %v", eosCrashKills, time.Since(runStart).Round(time.Millisecond))
 
