@@ -90,7 +90,7 @@ func describeClusterKIP700(ctx context.Context, cn *conn.Conn, req *kmsg.Describ
 	}
 	info := ClusterInfo{ClusterID: r.ClusterID, Controller: r.ControllerID, Brokers: make([]BrokerMetadata, 0, len(r.Brokers))}
 	for _, b := range r.Brokers {
-		info.Brokers = append(info.Brokers, BrokerMetadata{NodeID: b.NodeID, Host: b.Host, Port: b.Port, Rack: derefString(b.Rack)})
+		info.Brokers = append(info.Brokers, BrokerMetadata{NodeID: b.NodeID, Host: b.Host, Port: b.Port, Rack: deref(b.Rack)})
 	}
 	sortBrokers(info.Brokers)
 	if o.authorizedOps {
@@ -112,9 +112,9 @@ func describeClusterMetadata(ctx context.Context, cn *conn.Conn, o describeOptio
 		return ClusterInfo{}, err
 	}
 	r := resp.(*kmsg.MetadataResponse)
-	info := ClusterInfo{ClusterID: derefString(r.ClusterID), Controller: r.ControllerID, Brokers: make([]BrokerMetadata, 0, len(r.Brokers))}
+	info := ClusterInfo{ClusterID: deref(r.ClusterID), Controller: r.ControllerID, Brokers: make([]BrokerMetadata, 0, len(r.Brokers))}
 	for _, b := range r.Brokers {
-		info.Brokers = append(info.Brokers, BrokerMetadata{NodeID: b.NodeID, Host: b.Host, Port: b.Port, Rack: derefString(b.Rack)})
+		info.Brokers = append(info.Brokers, BrokerMetadata{NodeID: b.NodeID, Host: b.Host, Port: b.Port, Rack: deref(b.Rack)})
 	}
 	sortBrokers(info.Brokers)
 	if o.authorizedOps && r.Version >= 8 {
@@ -125,11 +125,4 @@ func describeClusterMetadata(ctx context.Context, cn *conn.Conn, o describeOptio
 
 func sortBrokers(bs []BrokerMetadata) {
 	sort.Slice(bs, func(i, j int) bool { return bs[i].NodeID < bs[j].NodeID })
-}
-
-func derefString(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }

@@ -437,13 +437,11 @@ func (a *Admin) DescribeLogDirs(ctx context.Context, brokers ...int32) ([]Broker
 	cl := a.c.cl
 	brokers = uniqueInt32s(brokers)
 	if len(brokers) == 0 {
-		if err := cl.RefreshMetadata(ctx); err != nil {
+		all, err := a.allBrokers(ctx)
+		if err != nil {
 			return nil, err
 		}
-		for id := range cl.Snapshot().Brokers {
-			brokers = append(brokers, id)
-		}
-		sort.Slice(brokers, func(i, j int) bool { return brokers[i] < brokers[j] })
+		brokers = all
 	}
 	known, err := a.knownBrokers(ctx, brokers)
 	if err != nil {

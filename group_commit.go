@@ -197,8 +197,10 @@ func (c *committer) run(ctx context.Context) {
 		if len(batch) > 0 {
 			start := time.Now()
 			dropped, failed, err = c.send(ctx, batch)
-			if len(c.m.cs.c.hooks.commit) > 0 {
-				c.reportCommit(batch, start, err) // send left the dropped entries out
+			// send left the dropped entries out; when it dropped them
+			// all, no request went out and there is no commit to report.
+			if len(c.m.cs.c.hooks.commit) > 0 && len(batch) > 0 {
+				c.reportCommit(batch, start, err)
 			}
 			if err != nil && ctx.Err() == nil {
 				if rebalanceCommitError(err) {

@@ -424,6 +424,7 @@ func (f *shareFetcher) pin(on bool) {
 	f.pinned = cn
 }
 
+// deref is *s, "" for nil (a nullable string of a response).
 func deref(s *string) string {
 	if s == nil {
 		return ""

@@ -198,3 +198,40 @@ func TestTraceHandleBatch(t *testing.T) {
 		}
 	}
 }
+
+// A batch span links to at most 128 creation contexts, those of its first
+// records, however many the SDK would keep: extracting a context from
+// every record of a large batch costs allocations per record for links
+// the SDK's default limit (128) drops.
+func TestBatchSpanLinkCap(t *testing.T) {
+	sr := tracetest.NewSpanRecorder()
+	limits := sdktrace.NewSpanLimits()
+	limits.LinkCountLimit = 1000
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr), sdktrace.WithRawSpanLimits(limits))
+	defer tp.Shutdown(context.Background())
+	tr := rotel.NewTracing(rotel.WithTracerProvider(tp), rotel.WithPropagator(propagation.TraceContext{}))
+	var sends []trace.Span
+	b := &riffle.FetchBatch{Topic: "t"}
+	for i := range 300 {
+		r := &riffle.Record{Topic: "t", Offset: int64(i)}
+		_, s := tr.StartSend(context.Background(), r)
+		tr.EndSend(s, r, nil)
+		sends, b.Records = append(sends, s), append(b.Records, r)
+	}
+	_, span := tr.StartProcessBatch(context.Background(), b)
+	tr.EndProcess(span, nil)
+	var links []sdktrace.Link
+	for _, s := range sr.Ended() {
+		if s.Name() == "process t" {
+			links = s.Links()
+		}
+	}
+	if len(links) != 128 {
+		t.Fatalf("%d links, want 128", len(links))
+	}
+	for i, l := range links {
+		if l.SpanContext.SpanID() != sends[i].SpanContext().SpanID() {
+			t.Fatalf("link %d to %v, want record %d's send span %v", i, l.SpanContext.SpanID(), i, sends[i].SpanContext().SpanID())
+		}
+	}
+}
