@@ -51,9 +51,18 @@ func parsePlan(ids []string, lists ...string) map[string]TopicPartitions {
 	return plan
 }
 
-// TestRangeRacksJava: the expectations of the Java client's
-// RangeAssignorTest rack-aware cases.
-func TestRangeRacksJava(t *testing.T) {
+// rangeRackCase is one case of TestRangeRacksJava.
+type rangeRackCase struct {
+	name    string
+	members []Member
+	topics  map[string]int32
+	racks   PartitionRacks
+	want    map[string]TopicPartitions
+}
+
+// rangeRackCases are the expectations of the Java client's
+// RangeAssignorTest rack-aware cases (also seeds of FuzzAssignRacks).
+func rangeRackCases() []rangeRackCase {
 	ids := []string{"consumer0", "consumer1", "consumer2", "consumer3"}
 	uniform := map[string]int32{"t1": 6, "t2": 7, "t3": 2}
 	all := []string{"t1", "t2", "t3"}
@@ -71,13 +80,7 @@ func TestRangeRacksJava(t *testing.T) {
 	for i := range otherRacks {
 		otherRacks[i].Rack = "rack-z"
 	}
-	for _, tc := range []struct {
-		name    string
-		members []Member
-		topics  map[string]int32
-		racks   PartitionRacks
-		want    map[string]TopicPartitions
-	}{
+	return []rangeRackCase{
 		{"rf 1 of 3 racks", three, uniform, javaRacks(all, uniform, 1, 3),
 			parsePlan(ids, "t1-0, t1-3, t2-0, t2-3, t2-6", "t1-1, t1-4, t2-1, t2-4, t3-0", "t1-2, t1-5, t2-2, t2-5, t3-1")},
 		{"rf 2 of 3 racks", three, uniform, javaRacks(all, uniform, 2, 3),
@@ -89,7 +92,13 @@ func TestRangeRacksJava(t *testing.T) {
 		{"co-partitioned, rf 3 of 2 racks", coMembers, co, javaRacks([]string{"t1", "t2", "t3", "t4"}, co, 3, 2), coNonRack},
 		{"co-partitioned, rf 1 of 2 racks", coMembers, co, javaRacks([]string{"t1", "t2", "t3", "t4"}, co, 1, 2),
 			parsePlan(ids, "t1-0, t1-2, t1-4, t2-0, t2-2, t2-4", "t1-1, t1-3, t1-5, t2-1, t2-3, t2-5", "t3-1, t4-1", "t3-0, t4-0")},
-	} {
+	}
+}
+
+// TestRangeRacksJava: the expectations of the Java client's
+// RangeAssignorTest rack-aware cases.
+func TestRangeRacksJava(t *testing.T) {
+	for _, tc := range rangeRackCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			got := Range().AssignRacks(tc.members, tc.topics, tc.racks)
 			want := tc.want
@@ -106,7 +115,19 @@ func TestRangeRacksJava(t *testing.T) {
 	}
 }
 
-func TestStickyRacks(t *testing.T) {
+// stickyRackCase is one case of TestStickyRacks.
+type stickyRackCase struct {
+	name    string
+	a       Assignor
+	members []Member
+	topics  map[string]int32
+	racks   PartitionRacks
+	want    string
+}
+
+// stickyRackCases are the sticky assignors' rack-aware table cases (also
+// seeds of FuzzAssignRacks).
+func stickyRackCases() []stickyRackCase {
 	abc := []Member{racked("a", "rack-a", "t"), racked("b", "rack-b", "t"), racked("c", "rack-c", "t")}
 	topics := map[string]int32{"t": 6}
 	rf1 := javaRacks([]string{"t"}, topics, 1, 3) // partition p in rack p%3
@@ -127,14 +148,7 @@ func TestStickyRacks(t *testing.T) {
 	mixedRacks := PartitionRacks{"t": rf1["t"], "u": {{"rack-c"}, {"rack-c"}}}
 	noRack := slices.Clone(abc)
 	noRack[1].Rack = ""
-	for _, tc := range []struct {
-		name    string
-		a       Assignor
-		members []Member
-		topics  map[string]int32
-		racks   PartitionRacks
-		want    string
-	}{
+	return []stickyRackCase{
 		{"fresh: each member its rack's partitions", Sticky(), abc, topics, rf1, "a:{t[0 3]} b:{t[1 4]} c:{t[2 5]} "},
 		{"owners in the wrong racks: moved", Sticky(), shifted, topics, rf1, "a:{t[0 3]} b:{t[1 4]} c:{t[2 5]} "},
 		{"cooperative: moves withheld until revoked", CooperativeSticky(), shifted, topics, rf1, "a:{} b:{} c:{} "},
@@ -145,7 +159,11 @@ func TestStickyRacks(t *testing.T) {
 		// c holds t[2 5] and u, all in its rack, at first; balance moves
 		// one of t to a (neither a's nor b's rack has it).
 		{"different subscriptions", Sticky(), mixed, mixedTopics, mixedRacks, "a:{t[0 3 5]} b:{t[1 4]} c:{t[2] u[0 1]} "},
-	} {
+	}
+}
+
+func TestStickyRacks(t *testing.T) {
+	for _, tc := range stickyRackCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			got := tc.a.AssignRacks(tc.members, tc.topics, tc.racks)
 			if g := planString(got); g != tc.want {

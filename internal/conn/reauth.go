@@ -32,10 +32,24 @@ const (
 	reauthMaxFraction = 0.95
 )
 
-// reauthDelay is when to re-authenticate a session that started at start.
+// reauthDelay is how long from now to wait before re-authenticating
+// session s: until reauthAt with a random u.
 func reauthDelay(s session) time.Duration {
-	f := reauthMinFraction + rand.Float64()*(reauthMaxFraction-reauthMinFraction)
-	return time.Until(s.start.Add(time.Duration(float64(s.lifetime) * f)))
+	return time.Until(reauthAt(s, rand.Float64()))
+}
+
+// reauthAt is when to re-authenticate session s, for u in [0, 1): at the
+// fraction reauthMinFraction + u*(reauthMaxFraction-reauthMinFraction) of
+// its lifetime after its start. u outside [0, 1] (or NaN) is clamped to
+// it (NaN to 0).
+func reauthAt(s session, u float64) time.Time {
+	if !(u > 0) {
+		u = 0
+	} else if u > 1 {
+		u = 1
+	}
+	f := reauthMinFraction + u*(reauthMaxFraction-reauthMinFraction)
+	return s.start.Add(time.Duration(float64(s.lifetime) * f))
 }
 
 // reauthLoop re-authenticates before each session ends, until the

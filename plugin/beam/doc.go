@@ -19,7 +19,8 @@
 // spec) to the high watermark, through [ranges.Planner]; an unbounded
 // read ([Unbounded]) keeps reading with process continuations, estimates
 // the watermark from record timestamps and picks up partitions added to
-// the topics while it runs. Runners may split a restriction while it is
+// the topics while it runs (from their earliest offset, or where
+// [NewPartitionsStartLatest] or [NewPartitionsStartTime] says). Runners may split a restriction while it is
 // read (dynamic splitting): every offset is still read exactly once per
 // successful bundle. With [CommitOffsets] the offsets read are committed
 // to the group when the runner finalizes a bundle, through a

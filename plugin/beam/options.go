@@ -33,6 +33,8 @@ type readSpec struct {
 	Commit        bool
 	StartKind     int8 // 1 earliest, 2 latest, 3 time (StartAt: ms), 0 offset
 	StartAt       int64
+	NewStartKind  int8 // partitions added later: 0 or 1 earliest, 2 latest, 3 time (NewStartAt: ms)
+	NewStartAt    int64
 	Unbounded     bool
 	UntilMillis   int64 // 0: none
 	SplitSize     int64
@@ -53,6 +55,30 @@ func (s *readSpec) start() riffle.StartOffset {
 		return riffle.AtTime(time.UnixMilli(s.StartAt))
 	}
 	return riffle.AtOffset(s.StartAt)
+}
+
+// newStart is where partitions an unbounded read discovers after it
+// started begin (NewPartitionsStartLatest, NewPartitionsStartTime;
+// earliest by default).
+func (s *readSpec) newStart() riffle.StartOffset {
+	switch s.NewStartKind {
+	case 2:
+		return riffle.AtLatest()
+	case 3:
+		return riffle.AtTime(time.UnixMilli(s.NewStartAt))
+	}
+	return riffle.AtEarliest()
+}
+
+// newStartListing is newStart as a riffle.Admin.ListOffsets timestamp.
+func (s *readSpec) newStartListing() int64 {
+	switch s.NewStartKind {
+	case 2:
+		return riffle.OffsetLatest
+	case 3:
+		return s.NewStartAt
+	}
+	return riffle.OffsetEarliest
 }
 
 func (s *readSpec) poll() time.Duration     { return time.Duration(s.PollNanos) }
@@ -100,11 +126,45 @@ func StartOffset(o int64) ReadOption { return func(s *readSpec) { s.StartKind, s
 // its start on, with no end; a partition that is caught up is polled
 // again after the poll interval (a process continuation), partitions
 // added to the topics are picked up within the discovery interval and
-// read from their earliest offset, and the watermark follows the record
+// read from their earliest offset (or where NewPartitionsStartLatest or
+// NewPartitionsStartTime says), and the watermark follows the record
 // timestamps (and the wall clock, less the idle lag, while a partition
 // has nothing new). Without Until it runs until the runner drains or
 // cancels the pipeline.
 func Unbounded() ReadOption { return func(s *readSpec) { s.Unbounded = true } }
+
+// NewPartitionsStartEarliest starts the partitions an unbounded read
+// discovers after it started (partitions added to its topics) at their
+// log start, unless the Group has a committed offset for them: every
+// record written to them is read, including those written before the
+// discovery interval came round. It is the default (ranges'
+// NewPartitionsStartAt documents why). Partitions that exist when the read
+// starts follow the start spec (StartEarliest, ...) instead.
+func NewPartitionsStartEarliest() ReadOption {
+	return func(s *readSpec) { s.NewStartKind, s.NewStartAt = 1, 0 }
+}
+
+// NewPartitionsStartLatest starts the partitions an unbounded read
+// discovers after it started at their high watermark when discovered
+// (unless the Group has a committed offset for them): records written to
+// a new partition before the read discovers it, up to a discovery
+// interval after it was created, are skipped (ranges'
+// NewPartitionsStartAt with riffle.AtLatest). Partitions that exist when
+// the read starts follow the start spec instead.
+func NewPartitionsStartLatest() ReadOption {
+	return func(s *readSpec) { s.NewStartKind, s.NewStartAt = 2, 0 }
+}
+
+// NewPartitionsStartTime starts the partitions an unbounded read
+// discovers after it started at their first record with a timestamp at or
+// after t (their high watermark if none), unless the Group has a
+// committed offset for them: with t the pipeline's start, a new partition
+// is read from what was written since then, however late it is
+// discovered. Partitions that exist when the read starts follow the start
+// spec instead.
+func NewPartitionsStartTime(t time.Time) ReadOption {
+	return func(s *readSpec) { s.NewStartKind, s.NewStartAt = 3, t.UnixMilli() }
+}
 
 // Until ends the read at time t: each partition is read up to its first
 // record whose timestamp is at or after t (which is not emitted), or, once
@@ -168,6 +228,9 @@ func (s *readSpec) validate() error {
 	}
 	if s.SplitSize < 0 || s.PollNanos < 0 || s.DiscoverNanos < 0 || s.IdleLagNanos < 0 || s.CommitNanos < 0 {
 		return fmt.Errorf("%w: negative size or interval", ErrInvalidOption)
+	}
+	if s.NewStartKind != 0 && !s.Unbounded {
+		return fmt.Errorf("%w: NewPartitionsStart... applies to unbounded reads only", ErrInvalidOption)
 	}
 	if s.StartKind == 0 && s.StartAt < 0 {
 		return fmt.Errorf("%w: negative start offset", ErrInvalidOption)

@@ -94,7 +94,7 @@ func TryRead(s beam.Scope, brokers []string, topics []string, opts ...ReadOption
 // newPlanner returns a ranges.Planner of topics with the read's group,
 // start spec and isolation.
 func newPlanner(cl *riffle.Client, spec *readSpec, topics []string) (*ranges.Planner, error) {
-	opts := []ranges.Option{ranges.StartAt(spec.start())}
+	opts := []ranges.Option{ranges.StartAt(spec.start()), ranges.NewPartitionsStartAt(spec.newStart())}
 	if spec.ReadCommitted {
 		opts = append(opts, ranges.ReadCommitted())
 	}
@@ -104,7 +104,7 @@ func newPlanner(cl *riffle.Client, spec *readSpec, topics []string) (*ranges.Pla
 // planRound runs one planning round: on the first, from the group's
 // committed offsets, else the start spec, up to the high watermark; on
 // later ones (the planner refreshes metadata) partitions added since start
-// at their earliest offset. With CommitOffsets it then commits the
+// where the read's new-partition spec says (earliest by default). With CommitOffsets it then commits the
 // starting offsets it has not committed yet, so a moving start spec is
 // pinned where the read began.
 func planRound(ctx context.Context, planner *ranges.Planner, spec *readSpec, topics []string) ([]ranges.Range, error) {
@@ -162,7 +162,8 @@ func (fn *planFn) ProcessElement(ctx context.Context, _ []byte, emit func(partit
 // appear: a splittable DoFn whose restriction is the range of partition
 // numbers, unbounded, resumed every discovery interval. Partitions that
 // exist when it starts begin at the group's committed offsets or the
-// start spec; later ones at their earliest offset.
+// start spec; later ones where the new-partition spec says (earliest by
+// default, see NewPartitionsStartLatest).
 type discoverFn struct {
 	Spec     readSpec
 	cl       *riffle.Client
@@ -243,20 +244,26 @@ func (fn *discoverFn) ProcessElement(ctx context.Context, rt *tracker, topic str
 	}
 	if len(fresh) > 0 && !ok {
 		// This instance's first round started partitions added after
-		// the pipeline started at the group's offsets: start them at
-		// their earliest, as a running discovery does.
-		los, err := fn.cl.Admin().ListOffsets(ctx, riffle.OffsetEarliest, topic)
-		if err != nil {
-			return sdf.StopProcessing(), fmt.Errorf("riffbeam: listing partitions of %s: %w", topic, err)
-		}
-		earliest := map[int32]int64{}
-		for _, lo := range los {
-			if lo.Err == nil {
-				earliest[lo.Partition] = lo.Offset
+		// the pipeline started at the group's offsets: start them where
+		// the new-partition spec says, as a running discovery does (a
+		// time with no record at or after it: at the end).
+		starts := map[int32]int64{}
+		for _, at := range []int64{fn.Spec.newStartListing(), riffle.OffsetLatest} {
+			los, err := fn.cl.Admin().ListOffsets(ctx, at, topic)
+			if err != nil {
+				return sdf.StopProcessing(), fmt.Errorf("riffbeam: listing partitions of %s: %w", topic, err)
+			}
+			for _, lo := range los {
+				if _, ok := starts[lo.Partition]; !ok && lo.Err == nil && lo.Offset >= 0 {
+					starts[lo.Partition] = lo.Offset
+				}
+			}
+			if at == riffle.OffsetLatest {
+				break
 			}
 		}
 		for i := range found {
-			if o, ok := earliest[found[i].Partition]; ok {
+			if o, ok := starts[found[i].Partition]; ok {
 				found[i].Start = o
 			}
 		}

@@ -58,11 +58,12 @@ func TestTryReadInvalid(t *testing.T) {
 		brokers, topics []string
 		opts            []ReadOption
 	}{
-		"no brokers":      {nil, []string{"t"}, nil},
-		"no topics":       {[]string{"b:9092"}, nil, nil},
-		"empty topic":     {[]string{"b:9092"}, []string{""}, nil},
-		"commit no group": {[]string{"b:9092"}, []string{"t"}, []ReadOption{CommitOffsets()}},
-		"negative split":  {[]string{"b:9092"}, []string{"t"}, []ReadOption{SplitSize(-1)}},
+		"no brokers":                    {nil, []string{"t"}, nil},
+		"no topics":                     {[]string{"b:9092"}, nil, nil},
+		"empty topic":                   {[]string{"b:9092"}, []string{""}, nil},
+		"commit no group":               {[]string{"b:9092"}, []string{"t"}, []ReadOption{CommitOffsets()}},
+		"negative split":                {[]string{"b:9092"}, []string{"t"}, []ReadOption{SplitSize(-1)}},
+		"new partitions start, bounded": {[]string{"b:9092"}, []string{"t"}, []ReadOption{NewPartitionsStartLatest()}},
 	} {
 		_, err := TryRead(s, tc.brokers, tc.topics, tc.opts...)
 		if !errors.Is(err, ErrInvalidOption) || !errors.Is(err, riffle.ErrInvalidConfig) {

@@ -108,3 +108,108 @@ func TestBoundedUntil(t *testing.T) {
 	}
 	checkExactly(t, c, "events", nil, map[int32]int64{0: 10, 1: 10})
 }
+
+// With NewPartitionsStartLatest a partition added while an unbounded
+// read runs starts at its end when discovered: records written to it
+// before discovery are skipped, later ones are read (the starting offset
+// is committed to the group at discovery, which tells the test when that
+// was). Partitions that existed at the start are read from their earliest
+// offset (the start spec) as before. The partition is created and
+// written to right after the first discovery round, well within the
+// discovery interval, so it is discovered with those records in it.
+func TestUnboundedNewPartitionsStartLatest(t *testing.T) {
+	ctx := testCtx(t)
+	brokers, cl := cluster(t, "events", 3)
+	produce(t, ctx, cl, "events", 0, 30, time.Time{})
+
+	until := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+	name, c := newCollector(t)
+	first := c.waitFor(30)
+	p, s := beam.NewPipelineWithRoot()
+	recs := Read(s, brokers, []string{"events"}, Unbounded(), Until(until), Group("etl"), CommitOffsets(),
+		NewPartitionsStartLatest(), PollInterval(50*time.Millisecond), DiscoveryInterval(3*time.Second))
+	beam.ParDo0(s, &collectFn{Name: name}, recs)
+	done := make(chan error, 1)
+	go func() { done <- run(t, ctx, p) }()
+	wait := func(ch <-chan struct{}, what string) {
+		t.Helper()
+		select {
+		case <-ch:
+		case err := <-done:
+			t.Fatalf("pipeline ended (%v) before %s", err, what)
+		case <-ctx.Done():
+			t.Fatalf("%s: %v", what, ctx.Err())
+		}
+	}
+	wait(first, "reading the records produced before the start")
+
+	// A new partition, written to before the next discovery round.
+	if _, err := cl.Admin().CreatePartitions(ctx, 4, "events"); err != nil {
+		t.Fatal(err)
+	}
+	cl2, err := riffle.NewClient(riffle.SeedBrokers(brokers...)) // metadata with the new partition
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl2.Close()
+	pr, err := riffle.NewProducer(cl2, riffle.WithPartitioner(riffle.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close(ctx)
+	produce3 := func(from, to int) {
+		t.Helper()
+		for i := from; i < to; i++ {
+			v := []byte{byte('0' + i/10), byte('0' + i%10)}
+			if err := pr.ProduceSync(ctx, &riffle.Record{Topic: "events", Partition: 3, Key: append([]byte("k"), v...), Value: v}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	produce3(60, 70) // offsets 0-9: before discovery, skipped
+
+	// Discovery commits the new partition's starting offset.
+	var start int64 = -1
+	for start < 0 {
+		got, err := cl.Admin().FetchOffsets(ctx, "etl")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o, ok := got[riffle.TopicPartition{Topic: "events", Partition: 3}]; ok {
+			start = o.Offset
+			break
+		}
+		select {
+		case <-time.After(50 * time.Millisecond):
+		case err := <-done:
+			t.Fatalf("pipeline ended (%v) before discovering the new partition", err)
+		case <-ctx.Done():
+			t.Fatalf("new partition never discovered: %v", ctx.Err())
+		}
+	}
+	if start != 10 {
+		t.Fatalf("new partition starts at %d, want 10 (its end when discovered)", start)
+	}
+	second := c.waitFor(30 + 5)
+	produce3(70, 75) // offsets 10-14: after discovery, read
+	wait(second, "reading the records produced on the new partition after discovery")
+
+	for part := int32(0); part < 4; part++ {
+		if err := pr.ProduceSync(ctx, &riffle.Record{Topic: "events", Partition: part, Value: []byte("end"), Timestamp: until}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-ctx.Done():
+		t.Fatalf("the read did not end: %v", ctx.Err())
+	}
+	hw := ends(t, ctx, cl, "events")
+	for part := range hw {
+		hw[part]-- // the end records are not read
+	}
+	checkExactly(t, c, "events", map[int32]int64{3: 10}, hw)
+}
