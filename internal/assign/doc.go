@@ -52,8 +52,12 @@
 // one of another topic to C, ...) until no member can shed a partition to a
 // member with at least two fewer; that reaches the most even balance the
 // subscriptions allow, while movement is kept low (partitions placed in
-// this rebalance move before previously owned ones) but is not guaranteed
-// minimal.
+// this rebalance move before previously owned ones, and of the shortest
+// paths one moving the fewest previously owned partitions is taken) but
+// is not guaranteed minimal. Preferring those paths also lets a
+// cooperative group settle: a plan fed back as the owned partitions is not
+// reshuffled along another path as short (FuzzAssignRacks checks that
+// cooperative-sticky reaches a fixpoint).
 //
 // Cost: identical subscriptions take O(P + M log M) after reading the input;
 // otherwise O(S + P log M) plus one breadth-first search over the members and
@@ -84,9 +88,9 @@
 //     its racks has room for goes back to its owner. With different
 //     subscriptions, new partitions go to the least loaded member in their
 //     racks and balancing moves partitions into the receiver's rack
-//     first. Balance is that of Assign (floor or ceiling with identical
-//     subscriptions; no member can pass load to one with two fewer
-//     otherwise); claims in the member's rack are kept up to its share;
+//     first, and set-aside partitions back to their owner next. Balance
+//     is that of Assign (floor or ceiling with identical subscriptions; no
+//     member can pass load to one with two fewer otherwise); claims in the member's rack are kept up to its share;
 //     racks take precedence over claims outside the member's rack, which
 //     may move (cooperative-sticky withholds them until revoked). The plan
 //     is not the Java client's partition for partition (neither is the

@@ -70,11 +70,14 @@ type balancer struct {
 	held     [][]int32   // per member: positions in subs with partitions held
 	heldPos  [][]int32   // per member, aligned with subs: position in held, or -1
 	load     []int       // per member: partitions held
-	stamp    int32       // BFS generation for seenM / seenT
-	seenM    []int32
-	seenT    []int32
+	nfresh   []int       // per member: fresh partitions held
+	stamp    int         // BFS layer stamp for seenM / seenT (see augment)
+	seenM    []int
+	seenT    []int
 	parentM  []int32 // BFS tree: the member that gives to this member
 	parentT  []int32 // BFS tree: the topic it gives
+	cost     []int   // per member: cost of its BFS tree path (see edgeCost)
+	costT    []int   // per topic: least cost[u]+lower bound it was scanned from
 	frontier []int32 // BFS buffers
 	next     []int32
 	nactive  int // members subscribing anything: all a BFS can reach
@@ -295,6 +298,7 @@ func (b *balancer) assignGeneral() {
 	b.held = make([][]int32, nm)
 	b.heldPos = make([][]int32, nm)
 	b.load = make([]int, nm)
+	b.nfresh = make([]int, nm)
 	for i := range b.ms {
 		b.hold[i] = make([]holding, len(b.subs[i]))
 		b.heldPos[i] = make([]int32, len(b.subs[i]))
@@ -369,10 +373,12 @@ func (b *balancer) assignGeneral() {
 	}
 	maxLoad.init()
 	stuck := make([]bool, nm)
-	b.seenM = make([]int32, nm)
-	b.seenT = make([]int32, len(b.names))
+	b.seenM = make([]int, nm)
+	b.seenT = make([]int, len(b.names))
 	b.parentM = make([]int32, nm)
 	b.parentT = make([]int32, nm)
+	b.cost = make([]int, nm)
+	b.costT = make([]int, len(b.names))
 	for maxLoad.len() > 0 {
 		e := maxLoad.pop()
 		if stuck[e.m] || b.load[e.m] != e.load {
@@ -528,6 +534,7 @@ func (b *balancer) give(m int32, k int, p int32, kept bool) {
 		h.kept = append(h.kept, p)
 	} else {
 		h.fresh = append(h.fresh, p)
+		b.nfresh[m]++
 	}
 	b.load[m]++
 }
@@ -545,6 +552,9 @@ func (b *balancer) take(m int32, k int, to int32) int32 {
 			if i := slices.IndexFunc(*list, func(p int32) bool { return b.inRack(to, b.base[t]+int(p)) }); i >= 0 {
 				p = (*list)[i]
 				*list = slices.Delete(*list, i, i+1)
+				if list == &h.fresh {
+					b.nfresh[m]--
+				}
 				b.took(m, k)
 				return p
 			}
@@ -552,9 +562,19 @@ func (b *balancer) take(m int32, k int, to int32) int32 {
 				break // a fresh partition, even out of to's rack, before a kept one
 			}
 		}
+		// Then a partition whose claim by to was set aside: to takes
+		// back what it owned. Such a partition is fresh to m.
+		if i := slices.IndexFunc(h.fresh, func(p int32) bool { return b.setAside[b.base[t]+int(p)] == to }); i >= 0 {
+			p = h.fresh[i]
+			h.fresh = slices.Delete(h.fresh, i, i+1)
+			b.nfresh[m]--
+			b.took(m, k)
+			return p
+		}
 	}
 	if n := len(h.fresh); n > 0 {
 		p, h.fresh = h.fresh[n-1], h.fresh[:n-1]
+		b.nfresh[m]--
 	} else {
 		n := len(h.kept)
 		p, h.kept = h.kept[n-1], h.kept[:n-1]
@@ -581,43 +601,101 @@ func (b *balancer) took(m int32, k int) {
 // augment searches breadth first, from member a, for a member loaded at
 // least two less than a that a can reach through a chain of members each
 // giving the next a partition of a topic the next subscribes. Of the
-// closest such members it picks the least loaded (then the first found),
-// shifts one partition along the chain and returns that member.
+// closest such members it picks the least loaded (then the one with the
+// cheapest chain, then the first found), shifts one partition along the
+// chain and returns that member. Among the shortest chains to a member the
+// tree keeps the cheapest (edgeCost summed): moving partitions that are
+// fresh to their givers rather than ones they keep, so that a plan fed
+// back as the owned partitions is not reshuffled.
 func (b *balancer) augment(a int32) (int32, bool) {
+	// Stamps are per layer: st0 marks a, st0+d the members and topics
+	// first reached at depth d, so anything >= st0 was seen in this
+	// search and == st was reached in the current layer.
 	b.stamp++
-	st := b.stamp
+	st0 := b.stamp
 	limit := b.load[a] - 2
-	b.seenM[a] = st
+	b.seenM[a] = st0
+	b.cost[a] = 0
 	seen := 1
 	frontier := append(b.frontier[:0], a)
 	next := b.next[:0]
 	defer func() { b.frontier, b.next = frontier, next }()
+	racks := b.racks != nil
+	kc := b.keptCost()
 	for len(frontier) > 0 && seen < b.nactive {
 		next = next[:0]
+		b.stamp++
+		st := b.stamp
+		// Members reached in this layer at more than the least an
+		// edge from the frontier can cost: once all are reached and
+		// none is, no edge can improve the tree.
+		least := -1
+		for _, u := range frontier {
+			lb := b.cost[u]
+			if b.nfresh[u] == 0 {
+				lb += kc
+			}
+			if least < 0 || lb < least {
+				least = lb
+			}
+		}
+		worse := 0
 	scan:
 		for _, u := range frontier {
 			for _, k := range b.held[u] {
 				t := b.subs[u][k]
-				if b.seenT[t] == st {
-					continue
+				lb := b.cost[u]
+				if len(b.hold[u][k].fresh) == 0 {
+					lb += kc
 				}
-				b.seenT[t] = st
-				for _, c := range b.subscribers[t] {
-					if b.seenM[c] == st {
+				if b.seenT[t] >= st0 {
+					// Scanned before: in an earlier layer it reached
+					// all its subscribers; in this one, scan it again
+					// only if u may offer cheaper edges.
+					if b.seenT[t] != st || lb > b.costT[t] || lb == b.costT[t] && !racks {
 						continue
 					}
-					b.seenM[c] = st
-					b.parentM[c], b.parentT[c] = u, t
-					next = append(next, c)
-					if seen++; seen == b.nactive {
-						break scan // nothing left to discover
+				} else {
+					b.seenT[t] = st
+					b.costT[t] = lb
+				}
+				b.costT[t] = min(b.costT[t], lb)
+				perMember := racks && lb == b.cost[u] // fresh partitions: the cost depends on c
+				for _, c := range b.subscribers[t] {
+					switch sc := b.seenM[c]; {
+					case sc == st:
+						ec := lb
+						if perMember {
+							ec = b.cost[u] + b.edgeCost(u, int(k), c)
+						}
+						if ec < b.cost[c] {
+							if ec == least {
+								worse--
+							}
+							b.parentM[c], b.parentT[c], b.cost[c] = u, t, ec
+						}
+					case sc < st0:
+						b.seenM[c] = st
+						b.parentM[c], b.parentT[c] = u, t
+						b.cost[c] = lb
+						if perMember {
+							b.cost[c] = b.cost[u] + b.edgeCost(u, int(k), c)
+						}
+						if b.cost[c] > least {
+							worse++
+						}
+						next = append(next, c)
+						seen++
+					}
+					if seen == b.nactive && worse == 0 {
+						break scan // nothing left to discover or improve
 					}
 				}
 			}
 		}
 		best := int32(-1)
 		for _, c := range next {
-			if b.load[c] <= limit && (best < 0 || b.load[c] < b.load[best]) {
+			if b.load[c] <= limit && (best < 0 || b.load[c] < b.load[best] || b.load[c] == b.load[best] && b.cost[c] < b.cost[best]) {
 				best = c
 			}
 		}
@@ -636,7 +714,40 @@ func (b *balancer) augment(a int32) (int32, bool) {
 // preferring a partition that is fresh to from.
 func (b *balancer) move(from, to, t int32) {
 	p := b.take(from, b.subPos(from, t), to)
-	b.give(to, b.subPos(to, t), p, b.owner[b.base[t]+int(p)] == to)
+	pid := b.base[t] + int(p)
+	b.give(to, b.subPos(to, t), p, b.owner[pid] == to || b.racks != nil && b.setAside[pid] == to)
+}
+
+// keptCost is the cost of a move that takes a partition its giver keeps
+// (owned it before): more than any path of other moves costs.
+func (b *balancer) keptCost() int {
+	if b.racks == nil {
+		return 1
+	}
+	return b.nactive + 1
+}
+
+// edgeCost rates member u giving member c a partition of u's k-th
+// subscribed topic by what take would move: keptCost for a partition u
+// keeps; 0 for one fresh to u, except with racks, where only a fresh
+// partition with a replica in c's rack or whose claim by c was set aside
+// costs 0 and another fresh one 1.
+func (b *balancer) edgeCost(u int32, k int, c int32) int {
+	h := &b.hold[u][k]
+	if len(h.fresh) == 0 {
+		return b.keptCost()
+	}
+	if b.racks == nil {
+		return 0
+	}
+	t := b.subs[u][k]
+	for _, p := range h.fresh {
+		pid := b.base[t] + int(p)
+		if b.setAside[pid] == c || b.inRack(c, pid) {
+			return 0
+		}
+	}
+	return 1
 }
 
 // plan converts assigned into the member id keyed plan.
