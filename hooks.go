@@ -62,20 +62,11 @@ type hookObserver struct {
 }
 
 func newHookObserver(hooks []Hook) *hookObserver {
-	o := &hookObserver{}
-	for _, h := range hooks {
-		if x, ok := h.(BrokerConnectHook); ok {
-			o.connect = append(o.connect, x)
-		}
-		if x, ok := h.(BrokerDisconnectHook); ok {
-			o.disconnect = append(o.disconnect, x)
-		}
-		if x, ok := h.(BrokerRequestHook); ok {
-			o.request = append(o.request, x)
-		}
-		if x, ok := h.(BrokerThrottleHook); ok {
-			o.throttle = append(o.throttle, x)
-		}
+	o := &hookObserver{
+		connect:    hooksOf[BrokerConnectHook](hooks),
+		disconnect: hooksOf[BrokerDisconnectHook](hooks),
+		request:    hooksOf[BrokerRequestHook](hooks),
+		throttle:   hooksOf[BrokerThrottleHook](hooks),
 	}
 	if len(o.connect)+len(o.disconnect)+len(o.request)+len(o.throttle) == 0 {
 		return nil
@@ -257,27 +248,24 @@ type dataHooks struct {
 	commit    []CommitHook
 }
 
-func (d *dataHooks) add(h any) {
-	if x, ok := h.(ProduceBatchHook); ok {
-		d.produce = append(d.produce, x)
-	}
-	if x, ok := h.(FetchBatchHook); ok {
-		d.fetch = append(d.fetch, x)
-	}
-	if x, ok := h.(RebalanceHook); ok {
-		d.rebalance = append(d.rebalance, x)
-	}
-	if x, ok := h.(CommitHook); ok {
-		d.commit = append(d.commit, x)
+func newDataHooks(hooks []Hook) dataHooks {
+	return dataHooks{
+		produce:   hooksOf[ProduceBatchHook](hooks),
+		fetch:     hooksOf[FetchBatchHook](hooks),
+		rebalance: hooksOf[RebalanceHook](hooks),
+		commit:    hooksOf[CommitHook](hooks),
 	}
 }
 
-func newDataHooks(hooks []Hook) dataHooks {
-	var d dataHooks
+// hooksOf returns the hooks that implement T, in order.
+func hooksOf[T, H any](hooks []H) []T {
+	var out []T
 	for _, h := range hooks {
-		d.add(h)
+		if x, ok := any(h).(T); ok {
+			out = append(out, x)
+		}
 	}
-	return d
+	return out
 }
 
 // ErrorClass names the class of a client error, for metric labels: a

@@ -104,22 +104,10 @@ func NewProducer(c *Client, opts ...ProducerOption) (*Producer, error) {
 	empty := map[string]*topicState{}
 	p.topics.Store(&empty)
 	p.id.wake = make(chan struct{}, 1)
-	for _, h := range cfg.hooks {
-		if x, ok := h.(DataLossHook); ok {
-			p.dataLoss = append(p.dataLoss, x)
-		}
-		if x, ok := h.(BatchWrittenHook); ok {
-			p.written = append(p.written, x)
-		}
-		if x, ok := h.(ProduceBatchHook); ok {
-			p.batchHks = append(p.batchHks, x)
-		}
-		if x, ok := h.(CommitHook); ok {
-			p.commitHks = append(p.commitHks, x)
-		}
-	}
-	p.batchHks = append(p.batchHks, c.hooks.produce...)
-	p.commitHks = append(p.commitHks, c.hooks.commit...)
+	p.dataLoss = hooksOf[DataLossHook](cfg.hooks)
+	p.written = hooksOf[BatchWrittenHook](cfg.hooks)
+	p.batchHks = append(hooksOf[ProduceBatchHook](cfg.hooks), c.hooks.produce...)
+	p.commitHks = append(hooksOf[CommitHook](cfg.hooks), c.hooks.commit...)
 	p.life.Go(p.idLoop, p.expireLoop)
 	if cfg.transactionalID != "" {
 		p.txn = newTxnState(p)
