@@ -125,27 +125,36 @@ func (l *limiter) signal() {
 	l.mu.Unlock()
 }
 
-// release returns the room of recs finished records of n bytes in all;
-// drained says that counting them off (flushGen.done) finished a
-// generation, which a Flush may be waiting for.
+// free returns the room of recs records of n bytes in all. It is called
+// before the records' callbacks (a callback that produces again must find
+// the room), and their flush generations are counted off only after them
+// (see finished), so that a Flush never returns before the callbacks of
+// the records it waited for have fired.
 //
 // Lost wake-ups cannot happen: a waiter registers (waiters+1) and then
-// checks for room, while release frees the room and then checks for
+// checks for room, while free frees the room and then checks for
 // waiters; atomics are sequentially consistent, so at least one of them
 // sees the other's write.
-func (l *limiter) release(n, recs int64, drained bool) {
+func (l *limiter) free(n, recs int64) {
 	l.bytes.Add(-n)
 	l.recs.Add(-recs)
-	if drained {
-		l.signal()
-		return
-	}
 	l.wake()
 }
 
-// releaseOne releases a single record that never entered a batch.
-func (l *limiter) releaseOne(n int64, g *flushGen) {
-	l.release(n, 1, g.done(1))
+// finished counts off k records of g whose callbacks have fired, waking
+// any Flush if that finished the generation.
+func (l *limiter) finished(g *flushGen, k int64) {
+	if g.done(k) {
+		l.signal()
+	}
+}
+
+// failOne gives a single record that never entered a batch its outcome:
+// its room is freed, its callback fires, then its generation counts it off.
+func (l *limiter) failOne(n int64, g *flushGen, fn func()) {
+	l.free(n, 1)
+	fn()
+	l.finished(g, 1)
 }
 
 // flushMark retires the current generation and returns the generations a

@@ -32,9 +32,9 @@ func TestLimiterBounds(t *testing.T) {
 	if l.bytes.Load() != 100 || l.recs.Load() != 3 {
 		t.Fatalf("bytes %d recs %d after a refused record", l.bytes.Load(), l.recs.Load())
 	}
-	l.releaseOne(60, g)
-	l.releaseOne(20, g2)
-	l.releaseOne(20, g3)
+	l.failOne(60, g, func() {})
+	l.failOne(20, g2, func() {})
+	l.failOne(20, g3, func() {})
 	// A record larger than the whole buffer goes in alone.
 	big, err := l.acquire(ctx, 1000, true)
 	if err != nil {
@@ -43,7 +43,7 @@ func TestLimiterBounds(t *testing.T) {
 	if _, err := l.acquire(ctx, 1, true); !errors.Is(err, ErrBufferFull) {
 		t.Fatalf("a record admitted next to an oversized one: %v", err)
 	}
-	l.releaseOne(1000, big)
+	l.failOne(1000, big, func() {})
 	if l.bytes.Load() != 0 || l.recs.Load() != 0 {
 		t.Fatalf("bytes %d recs %d at rest", l.bytes.Load(), l.recs.Load())
 	}
@@ -64,7 +64,7 @@ func TestLimiterWaits(t *testing.T) {
 		t.Fatalf("acquired on a full buffer: %v", err)
 	case <-time.After(20 * time.Millisecond):
 	}
-	l.releaseOne(10, g)
+	l.failOne(10, g, func() {})
 	if err := <-got; err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestLimiterFlushGenerations(t *testing.T) {
 	if !pending {
 		t.Fatal("flush does not wait for the record before it")
 	}
-	l.releaseOne(1, before)
+	l.failOne(1, before, func() {})
 	select {
 	case <-ch:
 	case <-time.After(time.Second):
@@ -106,7 +106,7 @@ func TestLimiterFlushGenerations(t *testing.T) {
 	if _, pending := l.pendingBefore(mark); pending {
 		t.Fatal("still pending with only a later record outstanding")
 	}
-	l.releaseOne(1, after)
+	l.failOne(1, after, func() {})
 }
 
 // Many goroutines acquiring, holding, releasing and flushing: the counts
@@ -135,7 +135,7 @@ func TestLimiterConcurrent(t *testing.T) {
 				r.released = true
 				delete(live, r)
 				mu.Unlock()
-				l.releaseOne(r.size, r.g)
+				l.failOne(r.size, r.g, func() {})
 			}
 			for i := range 3000 {
 				size := int64(1 + (w+i)%40)

@@ -65,8 +65,8 @@ func (s *partState) append(pr pendingRecord, sync bool) {
 	}
 	if s.failed != nil {
 		s.mu.Unlock()
-		s.p.buf.releaseOne(int64(pr.size), pr.gen)
-		pr.fn(pr.rec, s.failed)
+		failed := s.failed
+		s.p.buf.failOne(int64(pr.size), pr.gen, func() { pr.fn(pr.rec, failed) })
 		return
 	}
 	var bad []*pbatch

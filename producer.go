@@ -143,7 +143,8 @@ type pbatch struct {
 // outcome (fn may be nil). Callbacks of one partition run in order on the
 // producer's goroutines: they must be fast and must not block (producing
 // again from a callback is fine unless the buffer is full and FailFast is
-// off). It blocks only while the buffer is full (see
+// off; calling Flush, Close or CommitTransaction from one deadlocks, as they
+// wait for that callback to return). It blocks only while the buffer is full (see
 // MaxBufferedBytes, FailFast) or the topic's metadata is first looked up,
 // and returns when ctx ends; in that case fn is called with ctx's error.
 // After the record is written, rec.Partition and rec.Offset are set.
@@ -211,8 +212,7 @@ func (p *Producer) produce(ctx context.Context, rec *Record, fn func(*Record, er
 		// transaction still takes records, so that a commit that began
 		// meanwhile either waits for it or never sees it.
 		if err := p.txn.readmit(gate); err != nil {
-			p.buf.releaseOne(int64(size), gen)
-			fn(rec, err)
+			p.buf.failOne(int64(size), gen, func() { fn(rec, err) })
 			return
 		}
 	}
@@ -225,8 +225,7 @@ func (p *Producer) produce(ctx context.Context, rec *Record, fn func(*Record, er
 		part, err = ts.pick(p, rec)
 	}
 	if err != nil {
-		p.buf.releaseOne(int64(size), gen)
-		p.failAdmitted(rec, fn, err)
+		p.buf.failOne(int64(size), gen, func() { p.failAdmitted(rec, fn, err) })
 		return
 	}
 	part.append(pendingRecord{rec: rec, fn: fn, size: size, bound: bound, gen: gen}, sync)
@@ -275,8 +274,8 @@ func (p *Producer) ProduceSync(ctx context.Context, recs ...*Record) error {
 }
 
 // Flush sends every buffered record without waiting for linger and waits
-// until every record produced before Flush was called has its outcome, or
-// ctx ends. Records produced meanwhile do not delay it. Once Close was
+// until every record produced before Flush was called has its outcome and
+// its callback has returned, or ctx ends. Records produced meanwhile do not delay it. Once Close was
 // called it returns ErrProducerClosed at once (Close flushes).
 func (p *Producer) Flush(ctx context.Context) error {
 	if p.life.Closing() {
@@ -517,23 +516,6 @@ func (p *Producer) finish(b *pbatch, topic string, partition int32, baseOffset i
 		p.txn.recordFailed(err)
 	}
 	var bytes int64
-	// Records of a batch mostly share one flush generation: count them
-	// off in runs.
-	drained := false
-	var g *flushGen
-	run := int64(0)
-	for _, pr := range b.recs {
-		if pr.gen != g {
-			if g != nil {
-				drained = g.done(run) || drained
-			}
-			g, run = pr.gen, 0
-		}
-		run++
-	}
-	if g != nil {
-		drained = g.done(run) || drained
-	}
 	for i, pr := range b.recs {
 		pr.rec.Partition = partition
 		if err == nil {
@@ -553,12 +535,30 @@ func (p *Producer) finish(b *pbatch, topic string, partition int32, baseOffset i
 	}
 	// Free the buffer before the callbacks: a callback that produces
 	// again must find the room this batch held.
-	p.buf.release(bytes, int64(len(b.recs)), drained)
+	p.buf.free(bytes, int64(len(b.recs)))
 	if len(p.batchHks) > 0 {
 		p.batchDone(b, topic, partition, err)
 	}
 	for _, pr := range b.recs {
 		pr.fn(pr.rec, err)
+	}
+	// Count the records off their flush generations only now: a Flush
+	// (or a transaction's commit) returns after every callback of the
+	// records it waited for has fired. Records of a batch mostly share
+	// one generation: count them off in runs.
+	var g *flushGen
+	run := int64(0)
+	for _, pr := range b.recs {
+		if pr.gen != g {
+			if g != nil {
+				p.buf.finished(g, run)
+			}
+			g, run = pr.gen, 0
+		}
+		run++
+	}
+	if g != nil {
+		p.buf.finished(g, run)
 	}
 	if b.part != nil {
 		b.part.recycle(b.recs)

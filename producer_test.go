@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -160,5 +161,69 @@ func TestProduceAcksLeaderAndNone(t *testing.T) {
 			t.Fatal("records produced with acks=1 and acks=0 are not all in the log")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestFlushWaitsForCallbacks: Flush returns only once the callback of every
+// record it waited for has returned, both for records that were written
+// and for records that failed before joining a batch. Before, the records
+// were counted off first, and a Flush could return while a callback had
+// not run yet (TestLeaderHintProducer saw "callback fired 0 times" after
+// Flush returned nil).
+func TestFlushWaitsForCallbacks(t *testing.T) {
+	fake := newFake(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
+	cl := newTestClient(t, SeedBrokers(fake.ListenAddrs()...))
+	p, err := NewProducer(cl, WithPartitioner(ManualPartitioner()), Linger(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	canceled, cancelNow := context.WithCancel(ctx)
+	cancelNow()
+
+	for _, tc := range []struct {
+		name      string
+		partition int32
+		wantErr   error
+	}{
+		{"written", 0, nil},
+		{"failed before a batch", 7, ErrInvalidPartition},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			entered, release := make(chan struct{}), make(chan struct{})
+			var once sync.Once
+			unblock := func() { once.Do(func() { close(release) }) }
+			defer unblock() // a failing test must not leave the callback blocked
+			var got error
+			fired := make(chan struct{})
+			go p.Produce(ctx, &Record{Topic: "t", Partition: tc.partition, Value: []byte("v")}, func(_ *Record, err error) {
+				got = err
+				close(entered)
+				<-release
+				close(fired)
+			})
+			<-entered
+			// The callback runs and has not returned: a Flush must
+			// still be waiting for it, so with a done context it fails.
+			if err := p.Flush(canceled); !errors.Is(err, context.Canceled) {
+				t.Fatalf("Flush returned %v while a callback was running, want context.Canceled", err)
+			}
+			unblock()
+			if err := p.Flush(ctx); err != nil {
+				t.Fatalf("Flush after the callback returned: %v", err)
+			}
+			select {
+			case <-fired:
+			default:
+				t.Fatal("Flush returned before the callback did")
+			}
+			if !errors.Is(got, tc.wantErr) && got != tc.wantErr {
+				t.Fatalf("callback got %v, want %v", got, tc.wantErr)
+			}
+		})
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
