@@ -131,10 +131,19 @@ type ProduceBatchEvent struct {
 	// Err is nil when the broker acknowledged the batch, otherwise the
 	// error every record of the batch received.
 	Err error
+	// Unbatched: the event is for one record that failed before it
+	// joined a batch (producer or client closed, no topic, too large,
+	// no partition, the wait for buffer room ended, a failed partition
+	// or transaction). Records is 1, Partition is -1 when no partition
+	// was chosen yet, and the bytes and Latency are 0: such events are
+	// no produce requests, and latency histograms should skip them.
+	Unbatched bool
 }
 
 // ProduceBatchHook is called once per batch of produced records when its
-// outcome is known, before the records' callbacks run.
+// outcome is known, before the records' callbacks run, and once per record
+// that fails before joining a batch (Unbatched). Every record whose
+// callback gets an error is counted in exactly one event with that error.
 type ProduceBatchHook interface {
 	OnProduceBatch(e ProduceBatchEvent)
 }

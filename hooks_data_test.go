@@ -202,6 +202,86 @@ func TestProduceHookFailure(t *testing.T) {
 	}
 }
 
+// Records that fail before they join a batch are reported too, each as an
+// Unbatched event of one record: every record whose callback got an error
+// is counted in exactly one event with that error.
+func TestProduceHookUnbatched(t *testing.T) {
+	c := newFake(t, kfake.SeedTopics(2, "u"))
+	h := &recHooks{}
+	cl := newTestClient(t, SeedBrokers(c.ListenAddrs()...))
+	p, err := NewProducer(cl, WithProducerHooks(h), WithPartitioner(ManualPartitioner()), MaxBatchBytes(1024))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var (
+		mu     sync.Mutex
+		cbErrs = map[error]int{} // callback errors by kind
+		cbOK   int
+	)
+	kinds := []error{errors.New("other"), ErrInvalidConfig, ErrRecordTooLarge, ErrInvalidPartition, ErrProducerClosed}
+	kindOf := func(err error) error {
+		for _, k := range kinds[1:] {
+			if errors.Is(err, k) {
+				return k
+			}
+		}
+		return kinds[0]
+	}
+	cb := func(_ *Record, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if err == nil {
+			cbOK++
+			return
+		}
+		cbErrs[kindOf(err)]++
+	}
+	for i := 0; i < 5; i++ {
+		p.Produce(ctx, &Record{Topic: "u", Partition: int32(i % 2), Value: []byte("ok")}, cb)
+	}
+	p.Produce(ctx, &Record{Value: []byte("no topic")}, cb)
+	p.Produce(ctx, &Record{Topic: "u", Value: make([]byte, 4096)}, cb)
+	p.Produce(ctx, &Record{Topic: "u", Partition: 9, Value: []byte("no such partition")}, cb)
+	p.Produce(ctx, &Record{Topic: "u", Partition: -3, Value: []byte("no such partition")}, cb)
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p.Produce(ctx, &Record{Topic: "u", Value: []byte("closed")}, cb)
+
+	want := map[error]int{ErrInvalidConfig: 1, ErrRecordTooLarge: 1, ErrInvalidPartition: 2, ErrProducerClosed: 1}
+	mu.Lock()
+	defer mu.Unlock()
+	if cbOK != 5 || len(cbErrs) != len(want) {
+		t.Fatalf("callbacks: %d ok, errors %v", cbOK, cbErrs)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	evErrs := map[error]int{}
+	evOK := 0
+	for _, e := range h.produced {
+		if e.Err == nil {
+			if e.Unbatched {
+				t.Errorf("a successful batch reported Unbatched: %+v", e)
+			}
+			evOK += e.Records
+			continue
+		}
+		if !e.Unbatched || e.Records != 1 || e.Partition != -1 || e.CompressedBytes != 0 || e.UncompressedBytes != 0 || e.Latency != 0 {
+			t.Errorf("event for a record failed before a batch: %+v", e)
+		}
+		evErrs[kindOf(e.Err)] += e.Records
+	}
+	if evOK != cbOK {
+		t.Errorf("events count %d records written, callbacks %d", evOK, cbOK)
+	}
+	for k, n := range want {
+		if cbErrs[k] != n || evErrs[k] != n {
+			t.Errorf("%v: %d callbacks, %d in events, want %d", k, cbErrs[k], evErrs[k], n)
+		}
+	}
+}
+
 func TestErrorClass(t *testing.T) {
 	for _, c := range []struct {
 		err  error

@@ -66,7 +66,7 @@ func (s *partState) append(pr pendingRecord, sync bool) {
 	if s.failed != nil {
 		s.mu.Unlock()
 		failed := s.failed
-		s.p.buf.failOne(int64(pr.size), pr.gen, func() { pr.fn(pr.rec, failed) })
+		s.p.buf.failOne(int64(pr.size), pr.gen, func() { s.p.failUnbatched(pr.rec, pr.fn, failed, s.id) })
 		return
 	}
 	var bad []*pbatch

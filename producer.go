@@ -168,22 +168,22 @@ func (p *Producer) produce(ctx context.Context, rec *Record, fn func(*Record, er
 		fn = func(*Record, error) {}
 	}
 	if p.life.Closing() {
-		fn(rec, ErrProducerClosed)
+		p.failUnbatched(rec, fn, ErrProducerClosed, -1)
 		return
 	}
 	if p.cl.Closing() {
-		fn(rec, ErrClientClosed)
+		p.failUnbatched(rec, fn, ErrClientClosed, -1)
 		return
 	}
 	if err := p.id.stopped(); err != nil {
-		fn(rec, err)
+		p.failUnbatched(rec, fn, err, -1)
 		return
 	}
 	var gate uint64
 	if p.txn != nil {
 		g, err := p.txn.admit()
 		if err != nil {
-			fn(rec, err)
+			p.failUnbatched(rec, fn, err, -1)
 			return
 		}
 		gate = g
@@ -212,7 +212,7 @@ func (p *Producer) produce(ctx context.Context, rec *Record, fn func(*Record, er
 		// transaction still takes records, so that a commit that began
 		// meanwhile either waits for it or never sees it.
 		if err := p.txn.readmit(gate); err != nil {
-			p.buf.failOne(int64(size), gen, func() { fn(rec, err) })
+			p.buf.failOne(int64(size), gen, func() { p.failUnbatched(rec, fn, err, -1) })
 			return
 		}
 	}
@@ -285,10 +285,24 @@ func (p *Producer) Flush(ctx context.Context) error {
 }
 
 // failAdmitted fails a record that was admitted to the producer (and to
-// its transaction, which a failed record makes abortable).
+// its transaction, which a failed record makes abortable) before it joined
+// a batch.
 func (p *Producer) failAdmitted(rec *Record, fn func(*Record, error), err error) {
 	if p.txn != nil {
 		p.txn.recordFailed(err)
+	}
+	p.failUnbatched(rec, fn, err, -1)
+}
+
+// failUnbatched gives rec, which failed before it joined a batch, its
+// outcome: the ProduceBatchHooks see it as an Unbatched batch of one
+// record (partition: the one chosen, or -1), then fn gets err.
+func (p *Producer) failUnbatched(rec *Record, fn func(*Record, error), err error, partition int32) {
+	if len(p.batchHks) > 0 {
+		e := ProduceBatchEvent{Topic: rec.Topic, Partition: partition, Records: 1, Err: err, Unbatched: true}
+		for _, h := range p.batchHks {
+			h.OnProduceBatch(e)
+		}
 	}
 	fn(rec, err)
 }

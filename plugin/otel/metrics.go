@@ -203,7 +203,9 @@ func (m *Metrics) OnProduceBatch(e riffle.ProduceBatchEvent) {
 			m.compression.Record(m.ctx, float64(e.CompressedBytes)/float64(e.UncompressedBytes), a.ok)
 		}
 	}
-	m.latency.Record(m.ctx, e.Latency.Seconds(), a.ok)
+	if !e.Unbatched { // a record failed before a batch: no request to time
+		m.latency.Record(m.ctx, e.Latency.Seconds(), a.ok)
+	}
 }
 
 // OnFetchBatch implements riffle.FetchBatchHook.

@@ -351,7 +351,9 @@ func (m *Metrics) OnProduceBatch(e riffle.ProduceBatchEvent) {
 			s.compression.Observe(float64(e.CompressedBytes) / float64(e.UncompressedBytes))
 		}
 	}
-	s.latency.Observe(e.Latency.Seconds())
+	if !e.Unbatched { // a record failed before a batch: no request to time
+		s.latency.Observe(e.Latency.Seconds())
+	}
 }
 
 // OnFetchBatch implements riffle.FetchBatchHook.
