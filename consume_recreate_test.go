@@ -1,0 +1,120 @@
+package riffle
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// TestTopicRecreatedWhileFetchingByID: a consumer fetching a topic by id
+// (Fetch v13+) while the topic is deleted and created again under the same
+// name. The old id's answers (UNKNOWN_TOPIC_ID) send the partition back to
+// the metadata, which names the new id; the fetch session restarts with
+// it, the old position is out of range in the new log, and the reset
+// policy (earliest) reads the new topic from its start: every new record
+// once, in order, and no partition stopped.
+func TestTopicRecreatedWhileFetchingByID(t *testing.T) {
+	fake := newFake(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "r"))
+	pcl := newTestClient(t, SeedBrokers(fake.ListenAddrs()...))
+	produceN(t, pcl, "r", 1, 50)
+
+	var (
+		mu  sync.Mutex
+		ids = map[[16]byte]int{} // fetches per topic id asked for
+	)
+	var byName atomic.Int32 // fetches that named the topic, not its id
+	fake.ControlKey(kmsg.Fetch.Int16(), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		fake.KeepControl()
+		req := kr.(*kmsg.FetchRequest)
+		mu.Lock()
+		for _, rt := range req.Topics {
+			if rt.Topic != "" {
+				byName.Add(1)
+			} else {
+				ids[rt.TopicID]++
+			}
+		}
+		mu.Unlock()
+		return nil, nil, false
+	})
+
+	cl := newTestClient(t, SeedBrokers(fake.ListenAddrs()...))
+	var (
+		hmu       sync.Mutex
+		got       []string
+		offs      []int64
+		stopped   atomic.Value
+		first, nw = make(chan struct{}), make(chan struct{})
+	)
+	cs, err := NewConsumer(cl, OffsetReset(ResetEarliest),
+		OnPartitionError(func(e *PartitionError) { stopped.CompareAndSwap(nil, e) }),
+		HandleRecord(func(_ context.Context, r *Record) error {
+			hmu.Lock()
+			defer hmu.Unlock()
+			got = append(got, string(r.Value))
+			offs = append(offs, r.Offset)
+			switch len(got) {
+			case 50:
+				close(first)
+			case 60:
+				close(nw)
+			}
+			return nil
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	assignAll(t, cs, "r", 1, AtEarliest())
+	waitDone(t, first, "the first topic's 50 records")
+	oldID := cl.cl.Snapshot().Topics["r"].ID
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm := pcl.Admin()
+	if res, err := adm.DeleteTopics(ctx, "r"); err != nil || res.Err() != nil {
+		t.Fatalf("delete: %v %v", err, res.Err())
+	}
+	if res, err := adm.CreateTopics(ctx, TopicSpec{Name: "r", Partitions: 1}); err != nil || res.Err() != nil {
+		t.Fatalf("create: %v %v", err, res.Err())
+	}
+	// A client of its own: pcl's producer metadata knows the old topic.
+	produceN(t, newTestClient(t, SeedBrokers(fake.ListenAddrs()...)), "r", 1, 10)
+	waitDone(t, nw, "the new topic's 10 records")
+	if e, _ := stopped.Load().(*PartitionError); e != nil {
+		t.Fatalf("partition stopped: %v", e)
+	}
+	var newID [16]byte
+	if tm := cl.cl.Snapshot().Topics["r"]; tm != nil {
+		newID = tm.ID
+	}
+	closeConsumer(t, cs)
+
+	hmu.Lock()
+	defer hmu.Unlock()
+	if len(got) != 60 {
+		t.Fatalf("%d records handled, want 60", len(got))
+	}
+	for i := 0; i < 60; i++ {
+		want, wantOff := fmt.Sprintf("0-%d", i), int64(i)
+		if i >= 50 {
+			want, wantOff = fmt.Sprintf("0-%d", i-50), int64(i-50)
+		}
+		if got[i] != want || offs[i] != wantOff {
+			t.Fatalf("record %d: %q at offset %d, want %q at %d (all: %v)", i, got[i], offs[i], want, wantOff, got)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if newID == oldID || ids[oldID] == 0 || ids[newID] == 0 {
+		t.Errorf("fetches by id: %d under the old id, %d under the new (ids differ: %v)", ids[oldID], ids[newID], newID != oldID)
+	}
+	if n := byName.Load(); n != 0 {
+		t.Errorf("%d fetches named the topic: want every fetch by id", n)
+	}
+}
