@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/riffle-go/riffle/internal/bufpool"
 	"log/slog"
 	"net"
 	"sync"
@@ -79,11 +80,6 @@ type result struct {
 }
 
 var connIDs atomic.Uint64
-
-// maxPooledFrame bounds the frame buffers kept for reuse.
-const maxPooledFrame = 16 << 20
-
-var framePool = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
 
 // ID returns a number unique to this connection within the process, so
 // callers can tell a reconnect from the same connection.
@@ -262,19 +258,11 @@ func (c *Conn) send(ctx context.Context, req kmsg.Request) (*call, error) {
 	// Frames are encoded into pooled buffers: a produce request carries
 	// whole batches, and growing a fresh buffer to that size per request
 	// would dominate the producer's allocations.
-	fb := framePool.Get().(*[]byte)
-	if n := frameSizeHint(req); cap(*fb) < n {
-		// Sized once: appending whole batches to a smaller buffer
-		// doubled and copied it again and again.
-		*fb = make([]byte, 0, n)
-	}
-	frame := c.cfg.formatter().Append((*fb)[:0], req)
-	defer func() {
-		if cap(frame) <= maxPooledFrame {
-			*fb = frame[:0]
-			framePool.Put(fb)
-		}
-	}()
+	// Sized once (appending whole batches to a smaller buffer doubled
+	// and copied it again and again), from the size class that fits, so
+	// a small request never takes a produce request's buffer.
+	frame := c.cfg.formatter().Append(bufpool.Get(frameSizeHint(req)), req)
+	defer bufpool.Put(frame)
 	select {
 	case c.sem <- struct{}{}:
 	case <-ctx.Done():
