@@ -1,9 +1,12 @@
 package riffbeam
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/riffle-go/riffle"
 	"github.com/riffle-go/riffle/ranges"
@@ -46,12 +49,29 @@ func acquireCheckpoint(spec *readSpec) (*sharedCheckpoint, error) {
 	return sc, nil
 }
 
-func (sc *sharedCheckpoint) release() {
+// release drops one instance's hold. The last one out commits what is
+// done and not committed yet (a finalization whose commit failed), within
+// timeout, before closing the checkpoint's client; an error is logged,
+// since Teardown cannot report one (and runners may skip Teardown: this
+// commit is best effort). The lock is held meanwhile, so that a new
+// checkpoint of the group (a new instance's Setup) starts only after this
+// last commit, from the offsets it committed, and can never be overtaken
+// by it.
+func (sc *sharedCheckpoint) release(timeout time.Duration) {
 	checkpointsMu.Lock()
 	defer checkpointsMu.Unlock()
 	sc.refs--
-	if sc.refs == 0 {
-		delete(checkpoints, sc.key)
-		sc.cl.Close()
+	if sc.refs > 0 {
+		return
 	}
+	delete(checkpoints, sc.key)
+	if timeout <= 0 {
+		timeout = defaultCommitTimeout
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := sc.cp.Commit(ctx); err != nil {
+		slog.Warn("riffbeam: the last commit of a worker process failed; its ranges are read again by the next pipeline", "err", err)
+	}
+	sc.cl.Close()
 }

@@ -145,3 +145,43 @@ func TestFailedFinalizationCommitRetriedByTheNext(t *testing.T) {
 		}
 	}
 }
+
+// A finalization commit that failed is made by the process's last commit,
+// when the last read instance of the group is torn down, even with no
+// finalization after it.
+func TestFailedFinalizationCommittedAtTeardown(t *testing.T) {
+	ctx := testCtx(t)
+	brokers, cl := cluster(t, "events", 2)
+	fn := &readFn{Spec: readSpec{Brokers: brokers, Topics: []string{"events"}, Group: "etl", Commit: true, StartKind: 1, CommitNanos: int64(20 * time.Second)}}
+	if err := fn.Setup(); err != nil {
+		t.Fatal(err)
+	}
+	other := &readFn{Spec: fn.Spec}
+	if err := other.Setup(); err != nil { // a second instance shares the checkpoint
+		t.Fatal(err)
+	}
+	var bf finalizations
+	cons := joinGroup(t, ctx, brokers, "etl", "events")
+	fn.finalize(&bf, partition{Topic: "events", Partition: 0}, 0, 10)
+	if err := bf.fns[0](); !errors.Is(err, riffle.ErrGroupActive) {
+		t.Fatalf("commit to an active group: %v", err)
+	}
+	if _, err := cons.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	committed := func() int64 {
+		got, err := cl.Admin().FetchOffsets(ctx, "etl")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got[riffle.TopicPartition{Topic: "events", Partition: 0}].Offset
+	}
+	fn.Teardown()
+	if o := committed(); o == 10 {
+		t.Fatal("committed at the first teardown, while another instance still holds the checkpoint")
+	}
+	other.Teardown()
+	if o := committed(); o != 10 {
+		t.Fatalf("events[0]: committed %d after the last teardown, want 10", o)
+	}
+}

@@ -69,9 +69,12 @@
 //     it). Either way the ranges stay done in the checkpoint, and every
 //     commit sends each partition whose offset moved since its last
 //     successful commit, so the process's next finalization, whatever
-//     partition of the group it is about, commits them too. The last
-//     commits of a process have no next one: if they fail, the group
-//     lags until the next run. So do ranges whose finalization comes
+//     partition of the group it is about, commits them too. When the
+//     last read instance of the process is torn down, the checkpoint
+//     commits once more (within [CommitTimeout]), so a failed last
+//     finalization commit is retried then; runners may skip Teardown,
+//     and if that commit fails too it is logged and the group lags
+//     until the next run. So do ranges whose finalization comes
 //     after the callback expired (10 minutes): they are never marked done.
 //
 // [Write] produces a PCollection of [Record] with Riffle's idempotent

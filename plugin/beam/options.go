@@ -101,7 +101,8 @@ func Group(name string) ReadOption { return func(s *readSpec) { s.Group = name }
 // members fails the plan with riffle.ErrGroupActive. Before reading, the
 // plan commits the offsets it starts from where the group has none, so a
 // start spec such as StartLatest is pinned where the read began. A commit
-// that fails is retried by the worker process's next commit; the package
+// that fails is retried by the worker process's next commit, or when its
+// last read instance is torn down; the package
 // documentation (Offset commits) says what holds across processes.
 func CommitOffsets() ReadOption { return func(s *readSpec) { s.Commit = true } }
 

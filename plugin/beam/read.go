@@ -352,7 +352,7 @@ func (fn *readFn) Setup() error {
 // Teardown closes what Setup opened.
 func (fn *readFn) Teardown() {
 	if fn.cp != nil {
-		fn.cp.release()
+		fn.cp.release(time.Duration(fn.Spec.CommitNanos))
 		fn.cp = nil
 	}
 	if fn.rd != nil {
