@@ -104,8 +104,10 @@ func (o *hookObserver) Throttled(addr string, node int32, d time.Duration) {
 
 // Data-path hooks. Like the Broker* hooks they are values passed to
 // WithHooks (a Producer also takes them through WithProducerHooks), called
-// once per batch or event, never per record, on the client's goroutines:
-// they must be fast and must not block. When none is installed each call
+// once per batch or event, never per record (except a ProduceBatchEvent
+// for a record that fails before it is buffered, Unbatched, which runs on
+// the goroutine calling Produce), on the client's goroutines: they must be
+// fast and must not block. When none is installed each call
 // site costs one length check; the events are passed by value and
 // allocate nothing, but for CommitEvent's Offsets (one map per commit,
 // built only for installed CommitHooks). ErrorClass turns their Err
@@ -131,12 +133,14 @@ type ProduceBatchEvent struct {
 	// Err is nil when the broker acknowledged the batch, otherwise the
 	// error every record of the batch received.
 	Err error
-	// Unbatched: the event is for one record that failed before it
-	// joined a batch (producer or client closed, no topic, too large,
-	// no partition, the wait for buffer room ended, a failed partition
-	// or transaction). Records is 1, Partition is -1 when no partition
-	// was chosen yet, and the bytes and Latency are 0: such events are
-	// no produce requests, and latency histograms should skip them.
+	// Unbatched: the records never went out in a batch. Either one record
+	// failed before it was buffered (producer or client closed, no topic,
+	// too large, no partition, the wait for buffer room ended, a failed
+	// partition or transaction: Records is 1, and Partition is -1 when
+	// no partition was chosen yet), or a partition's open records failed
+	// (or their transaction was aborted) before their batch was sealed.
+	// The bytes and Latency are 0: such events are no produce requests,
+	// and latency histograms should skip them.
 	Unbatched bool
 }
 

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -279,6 +280,47 @@ func TestProduceHookUnbatched(t *testing.T) {
 		if cbErrs[k] != n || evErrs[k] != n {
 			t.Errorf("%v: %d callbacks, %d in events, want %d", k, cbErrs[k], evErrs[k], n)
 		}
+	}
+}
+
+// A record refused for a full buffer (FailFast) is an Unbatched event too.
+func TestProduceHookBufferFull(t *testing.T) {
+	c := newFake(t, kfake.SeedTopics(1, "u"))
+	h := &recHooks{}
+	cl := newTestClient(t, SeedBrokers(c.ListenAddrs()...))
+	p, err := NewProducer(cl, WithProducerHooks(h), MaxBufferedBytes(1024), MaxBatchBytes(1024), FailFast(), Linger(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	errs := make(chan error, 2)
+	cb := func(_ *Record, err error) { errs <- err }
+	p.Produce(ctx, &Record{Topic: "u", Value: make([]byte, 600)}, cb) // buffered, lingering
+	p.Produce(ctx, &Record{Topic: "u", Value: make([]byte, 600)}, cb) // no room
+	if err := <-errs; !errors.Is(err, ErrBufferFull) {
+		t.Fatalf("second record: %v, want ErrBufferFull", err)
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errs; err != nil {
+		t.Fatalf("first record: %v", err)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var full, ok int
+	for _, e := range h.produced {
+		switch {
+		case errors.Is(e.Err, ErrBufferFull) && e.Unbatched && e.Records == 1 && e.Partition == -1:
+			full++
+		case e.Err == nil && !e.Unbatched:
+			ok += e.Records
+		default:
+			t.Errorf("unexpected event %+v", e)
+		}
+	}
+	if full != 1 || ok != 1 {
+		t.Fatalf("%d buffer-full events, %d records written; want 1 and 1", full, ok)
 	}
 }
 

@@ -15,6 +15,7 @@ func (p *Producer) batchDone(b *pbatch, topic string, partition int32, err error
 	e := ProduceBatchEvent{
 		Topic: topic, Partition: partition, Records: len(b.recs),
 		UncompressedBytes: b.rawBytes, CompressedBytes: b.wireBytes, Err: err,
+		Unbatched: b.created.IsZero(), // open records failed before a batch was sealed
 	}
 	if !b.created.IsZero() {
 		e.Latency = time.Since(b.created)

@@ -30,12 +30,12 @@ type limiter struct {
 }
 
 // flushGen counts the unfinished records of one flush generation: the
-// records produced between two Flush calls.
-type flushGen struct{ n atomic.Int64 }
-
-// done counts off k finished records of g and reports whether that
-// finished the generation.
-func (g *flushGen) done(k int64) bool { return g.n.Add(-k) == 0 }
+// records produced between two Flush calls. out counts those without an
+// outcome yet; n those whose callbacks have not returned yet (n >= out).
+// Flush and a transaction's commit wait for n, so they return after the
+// callbacks; an abort fails the unsent records and waits only for out, so
+// a callback may abort its transaction.
+type flushGen struct{ n, out atomic.Int64 }
 
 func (l *limiter) init(maxB, maxR int64) {
 	l.maxB, l.maxR = maxB, maxR
@@ -44,7 +44,8 @@ func (l *limiter) init(maxB, maxR int64) {
 }
 
 // acquire reserves room for one record of n bytes and returns the flush
-// generation that counts it until its outcome (see release).
+// generation that counts it until its callback returned (see outcome and
+// finished).
 func (l *limiter) acquire(ctx context.Context, n int64, failFast bool) (*flushGen, error) {
 	for {
 		if l.reserve(n) {
@@ -54,8 +55,8 @@ func (l *limiter) acquire(ctx context.Context, n int64, failFast bool) (*flushGe
 			return nil, ErrBufferFull
 		}
 		ch := l.wait()
-		// Check again after registering: a release that came before
-		// could not know about this waiter (see release).
+		// Check again after registering: a free that came before
+		// could not know about this waiter (see free).
 		if l.reserve(n) {
 			l.waiters.Add(-1)
 			return l.join(), nil
@@ -76,6 +77,7 @@ func (l *limiter) acquire(ctx context.Context, n int64, failFast bool) (*flushGe
 func (l *limiter) join() *flushGen {
 	g := l.cur.Load()
 	g.n.Add(1)
+	g.out.Add(1)
 	return g
 }
 
@@ -127,9 +129,10 @@ func (l *limiter) signal() {
 
 // free returns the room of recs records of n bytes in all. It is called
 // before the records' callbacks (a callback that produces again must find
-// the room), and their flush generations are counted off only after them
-// (see finished), so that a Flush never returns before the callbacks of
-// the records it waited for have fired.
+// the room); their flush generations count them off as having an outcome
+// then too (outcome), and as finished only after the callbacks returned
+// (finished), so that a Flush never returns before the callbacks of the
+// records it waited for.
 //
 // Lost wake-ups cannot happen: a waiter registers (waiters+1) and then
 // checks for room, while free frees the room and then checks for
@@ -141,18 +144,28 @@ func (l *limiter) free(n, recs int64) {
 	l.wake()
 }
 
-// finished counts off k records of g whose callbacks have fired, waking
+// outcome counts off k records of g that have their outcome (their
+// callbacks are about to run), waking any abort if none is left.
+func (l *limiter) outcome(g *flushGen, k int64) {
+	if g.out.Add(-k) == 0 {
+		l.signal()
+	}
+}
+
+// finished counts off k records of g whose callbacks have returned, waking
 // any Flush if that finished the generation.
 func (l *limiter) finished(g *flushGen, k int64) {
-	if g.done(k) {
+	if g.n.Add(-k) == 0 {
 		l.signal()
 	}
 }
 
 // failOne gives a single record that never entered a batch its outcome:
-// its room is freed, its callback fires, then its generation counts it off.
+// its room is freed and its generation counts its outcome, its callback
+// runs, then its generation counts it finished.
 func (l *limiter) failOne(n int64, g *flushGen, fn func()) {
 	l.free(n, 1)
+	l.outcome(g, 1)
 	fn()
 	l.finished(g, 1)
 }
@@ -175,16 +188,21 @@ func (l *limiter) flushMark() []*flushGen {
 }
 
 // pendingBefore reports whether any of the generations of mark still has
-// records without an outcome; if so it returns a channel that closes when
-// that may have changed (the caller then calls pendingBefore again).
-func (l *limiter) pendingBefore(mark []*flushGen) (<-chan struct{}, bool) {
+// records whose callbacks have not returned (with outcomes, records
+// without an outcome); if so it returns a channel that closes when that
+// may have changed (the caller then calls pendingBefore again).
+func (l *limiter) pendingBefore(mark []*flushGen, outcomes bool) (<-chan struct{}, bool) {
 	l.mu.Lock()
 	ch := l.changed
 	l.mu.Unlock()
-	// Checked after taking the channel: a generation that finishes
-	// later signals it (release with drained).
+	// Checked after taking the channel: a generation whose count drops
+	// to 0 later signals it (outcome, finished).
 	for _, g := range mark {
-		if g.n.Load() > 0 {
+		c := &g.n
+		if outcomes {
+			c = &g.out
+		}
+		if c.Load() > 0 {
 			return ch, true
 		}
 	}

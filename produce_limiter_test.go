@@ -93,7 +93,7 @@ func TestLimiterFlushGenerations(t *testing.T) {
 	if before == after {
 		t.Fatal("a record produced after the mark joined the flushed generation")
 	}
-	ch, pending := l.pendingBefore(mark)
+	ch, pending := l.pendingBefore(mark, false)
 	if !pending {
 		t.Fatal("flush does not wait for the record before it")
 	}
@@ -103,10 +103,29 @@ func TestLimiterFlushGenerations(t *testing.T) {
 	case <-time.After(time.Second):
 		t.Fatal("finishing the last record before the mark did not wake the flush")
 	}
-	if _, pending := l.pendingBefore(mark); pending {
+	if _, pending := l.pendingBefore(mark, false); pending {
 		t.Fatal("still pending with only a later record outstanding")
 	}
 	l.failOne(1, after, func() {})
+}
+
+// Inside a record's callback its outcome is counted and it is not
+// finished: an abort (outcomes) does not wait for it, a Flush does.
+func TestLimiterOutcomeBeforeFinished(t *testing.T) {
+	l := newTestLimiter(1<<20, 1<<20)
+	g, _ := l.acquire(context.Background(), 1, false)
+	mark := l.flushMark()
+	l.failOne(1, g, func() {
+		if _, pending := l.pendingBefore(mark, true); pending {
+			t.Error("in the callback, the record still counts as without an outcome")
+		}
+		if _, pending := l.pendingBefore(mark, false); !pending {
+			t.Error("in the callback, the record already counts as finished")
+		}
+	})
+	if _, pending := l.pendingBefore(mark, false); pending {
+		t.Fatal("after the callback, the record is not finished")
+	}
 }
 
 // Many goroutines acquiring, holding, releasing and flushing: the counts
@@ -191,7 +210,7 @@ func TestLimiterConcurrent(t *testing.T) {
 				mu.Unlock()
 				mark := l.flushMark()
 				for {
-					ch, pending := l.pendingBefore(mark)
+					ch, pending := l.pendingBefore(mark, false)
 					if !pending {
 						break
 					}

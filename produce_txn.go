@@ -342,7 +342,7 @@ func (p *Producer) failMarked(ctx context.Context, cause error, mark []*flushGen
 				}
 			}
 		}
-		ch, pending := p.buf.pendingBefore(mark)
+		ch, pending := p.buf.pendingBefore(mark, true) // outcomes: a callback may abort
 		if !pending {
 			return nil
 		}

@@ -424,6 +424,43 @@ func TestTxnFailedRecordAbortsCommit(t *testing.T) {
 	})
 }
 
+// A callback may abort its transaction: the abort waits for the records'
+// outcomes, not for their callbacks (a Flush and a commit wait for the
+// callbacks, so a callback must not call those). A record failing in
+// Produce (no such partition) aborts from its callback, as does a record
+// the broker acknowledged.
+func TestTxnAbortFromCallback(t *testing.T) {
+	forModes(t, func(t *testing.T, mode txnMode) {
+		_, cl, _ := txnCluster(t, mode, "t")
+		p := startTxn(t, cl, "txn-abort-callback", WithPartitioner(ManualPartitioner()))
+		ctx := txnCtx(t)
+		for _, part := range []int32{99, 1} {
+			if err := p.BeginTransaction(); err != nil {
+				t.Fatal(err)
+			}
+			aborted := make(chan error, 1)
+			actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			p.Produce(ctx, &Record{Topic: "t", Partition: part, Value: []byte("x")}, func(*Record, error) {
+				aborted <- p.AbortTransaction(actx)
+			})
+			if err := <-aborted; err != nil {
+				t.Fatalf("partition %d: AbortTransaction from the callback: %v", part, err)
+			}
+			cancel()
+		}
+		if err := p.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.ProduceSync(ctx, &Record{Topic: "t", Partition: 2, Value: []byte("next")}); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.CommitTransaction(ctx); err != nil {
+			t.Fatal(err)
+		}
+		checkRead(t, cl, "t", []string{"next"}, []string{"next", "x"}) // x: written, then aborted
+	})
+}
+
 // Two producers with the same transactional id: InitTransactions of the
 // second fences the first, whose open transaction is aborted and whose
 // later writes fail; the first ends with ErrProducerFenced and refuses

@@ -141,12 +141,16 @@ type pbatch struct {
 
 // Produce buffers rec for sending and calls fn exactly once with the
 // outcome (fn may be nil). Callbacks of one partition run in order on the
-// producer's goroutines: they must be fast and must not block (producing
-// again from a callback is fine unless the buffer is full and FailFast is
-// off; calling Flush, Close or CommitTransaction from one deadlocks, as they
-// wait for that callback to return). It blocks only while the buffer is full (see
-// MaxBufferedBytes, FailFast) or the topic's metadata is first looked up,
-// and returns when ctx ends; in that case fn is called with ctx's error.
+// producer's goroutines; a record that fails before it is buffered (no
+// topic, too large, the producer closed...) gets its callback on the
+// caller's goroutine, before Produce returns. Callbacks must be fast and
+// must not block. Producing again from a callback is fine unless the
+// buffer is full and FailFast is off, and so is AbortTransaction; Flush,
+// Close and CommitTransaction wait for callbacks to return, so calling
+// them from one deadlocks. Produce blocks only while the buffer is full
+// (see MaxBufferedBytes, FailFast) or the topic's metadata is first looked
+// up, and returns when ctx ends; in that case fn is called with ctx's
+// error.
 // After the record is written, rec.Partition and rec.Offset are set.
 // The producer reads rec's fields until fn is called; do not modify them.
 // Once Close was called, fn is called at once with ErrProducerClosed (and
@@ -327,7 +331,7 @@ func (p *Producer) flushUntil(ctx context.Context, stop <-chan struct{}) error {
 			}
 		}
 		addReady(ready)
-		ch, pending := p.buf.pendingBefore(mark)
+		ch, pending := p.buf.pendingBefore(mark, false)
 		if !pending {
 			return nil
 		}
@@ -519,6 +523,25 @@ func (t *topicState) pick(p *Producer, rec *Record) (*partState, error) {
 	return parts[i], nil
 }
 
+// countGens counts recs off their flush generations with count. Records of
+// a batch mostly share one generation: they are counted in runs.
+func (p *Producer) countGens(recs []pendingRecord, count func(*flushGen, int64)) {
+	var g *flushGen
+	run := int64(0)
+	for _, pr := range recs {
+		if pr.gen != g {
+			if g != nil {
+				count(g, run)
+			}
+			g, run = pr.gen, 0
+		}
+		run++
+	}
+	if g != nil {
+		count(g, run)
+	}
+}
+
 // finish fires the callbacks of a batch exactly once.
 func (p *Producer) finish(b *pbatch, topic string, partition int32, baseOffset int64, err error) {
 	if b.done.Swap(true) {
@@ -548,32 +571,18 @@ func (p *Producer) finish(b *pbatch, topic string, partition int32, baseOffset i
 		b.enc = nil
 	}
 	// Free the buffer before the callbacks: a callback that produces
-	// again must find the room this batch held.
+	// again must find the room this batch held. The records have their
+	// outcome now (an abort waits for that); they are finished (a Flush or
+	// a commit waits for that) only once their callbacks returned.
 	p.buf.free(bytes, int64(len(b.recs)))
+	p.countGens(b.recs, p.buf.outcome)
 	if len(p.batchHks) > 0 {
 		p.batchDone(b, topic, partition, err)
 	}
 	for _, pr := range b.recs {
 		pr.fn(pr.rec, err)
 	}
-	// Count the records off their flush generations only now: a Flush
-	// (or a transaction's commit) returns after every callback of the
-	// records it waited for has fired. Records of a batch mostly share
-	// one generation: count them off in runs.
-	var g *flushGen
-	run := int64(0)
-	for _, pr := range b.recs {
-		if pr.gen != g {
-			if g != nil {
-				p.buf.finished(g, run)
-			}
-			g, run = pr.gen, 0
-		}
-		run++
-	}
-	if g != nil {
-		p.buf.finished(g, run)
-	}
+	p.countGens(b.recs, p.buf.finished)
 	if b.part != nil {
 		b.part.recycle(b.recs)
 	}

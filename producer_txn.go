@@ -181,7 +181,8 @@ func (p *Producer) BeginTransaction() error {
 // CommitTransaction commits the open transaction. It closes the
 // transaction to new records (a record produced from now on fails with
 // ErrTransactionState), waits until every record produced before it has
-// its outcome, and, if all were written, asks the coordinator to commit
+// its outcome and its callback has returned (so it must not be called
+// from a callback), and, if all were written, asks the coordinator to commit
 // (EndTxn): the records and the offsets sent with it become visible to
 // read_committed consumers at once. The producer's CommitHooks then get
 // those offsets, one CommitEvent per group with Transactional set.
@@ -258,7 +259,9 @@ func (p *Producer) CommitTransaction(ctx context.Context) error {
 // invisible to read_committed consumers, as do the offsets sent), and asks
 // the coordinator to abort (EndTxn). When the failure broke the
 // partitions' sequence numbers, it also bumps the producer epoch (KIP-360).
-// Then the producer is ready for BeginTransaction.
+// Then the producer is ready for BeginTransaction. It waits for the
+// records' outcomes, not for their callbacks: a record's callback may
+// call it.
 //
 // If a partition leader answered that the producer's epoch is stale (the
 // coordinator aborted the transaction after TransactionTimeout, or another

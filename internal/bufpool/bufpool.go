@@ -8,8 +8,8 @@
 // kernel had to fault in, which made the copies into it several times
 // slower (in the bench module's produce benchmark, slow runs spent a third
 // of their CPU in memmove and memclr, fast runs a twelfth). Here a buffer handed back stays for the next one,
-// up to a retained budget (Budget bytes over all classes); beyond it,
-// buffers are left to the garbage collector.
+// up to a retained budget (see Budget); beyond it, buffers are left to the
+// garbage collector.
 package bufpool
 
 import (
@@ -20,19 +20,27 @@ import (
 )
 
 const (
-	minShift = 12 // 4 KiB: smaller buffers are cheap to allocate
-	maxShift = 26 // 64 MiB: larger ones are too rare to keep around
+	minShift   = 12 // 4 KiB: smaller buffers are cheap to allocate
+	maxShift   = 24 // 16 MiB: larger ones are too rare to keep around
+	smallShift = 16 // classes up to 64 KiB (request frames) have room of their own
 )
 
-// Budget is the most bytes the free lists retain in all, for the life of
-// the process: twice a producer's default MaxBufferedBytes, since buffers
-// are rounded up to their class (Java's producer holds its buffer.memory
-// for its life too).
-const Budget = 64 << 20
+// Budget is the most bytes the free lists of the classes above 64 KiB
+// retain in all, for the life of the process: twice a producer's default
+// MaxBufferedBytes, since buffers are rounded up to their class (Java's
+// producer holds its buffer.memory for its life too). One class keeps at
+// most half of it, so a burst of one size never locks the others out; the
+// small classes keep up to SmallBudget each, outside Budget, so small
+// requests always find their buffers.
+const (
+	Budget      = 64 << 20
+	SmallBudget = 1 << 20
+)
 
 type class struct {
 	mu   sync.Mutex
 	free []*byte // first bytes of buffers of capacity exactly 1<<k
+	held int64   // bytes in free
 }
 
 var (
@@ -60,16 +68,21 @@ func Get(n int) []byte {
 		p := c.free[i]
 		c.free[i] = nil
 		c.free = c.free[:i]
+		c.held -= 1 << k
 		c.mu.Unlock()
-		retained.Add(-(1 << k))
+		if k > smallShift {
+			retained.Add(-(1 << k))
+		}
 		return unsafe.Slice(p, 1<<k)[:0]
 	}
 	c.mu.Unlock()
 	return make([]byte, 0, 1<<k)
 }
 
-// Put makes b's memory available to Get. b must not be used after. Only
-// buffers whose capacity is a class size (as Get returns) are kept, so a
+// Put makes b's memory available to Get. b must not be used after, and
+// must start at its allocation (as Get's slices do, and their appends that
+// reallocated): a subslice would keep the rest of its allocation alive
+// unaccounted. Only buffers whose capacity is a class size are kept, so a
 // kept buffer always serves its whole class.
 func Put(b []byte) {
 	c := cap(b)
@@ -80,15 +93,28 @@ func Put(b []byte) {
 	if k > maxShift {
 		return
 	}
-	if retained.Add(int64(c)) > Budget {
-		retained.Add(-int64(c))
-		return
+	classCap := int64(SmallBudget)
+	if k > smallShift {
+		classCap = Budget / 2
+		if retained.Add(int64(c)) > Budget {
+			retained.Add(-int64(c))
+			return
+		}
 	}
 	cl := &classes[k-minShift]
 	cl.mu.Lock()
+	if cl.held+int64(c) > classCap {
+		cl.mu.Unlock()
+		if k > smallShift {
+			retained.Add(-int64(c))
+		}
+		return
+	}
+	cl.held += int64(c)
 	cl.free = append(cl.free, unsafe.SliceData(b[:1]))
 	cl.mu.Unlock()
 }
 
-// Retained returns the bytes the free lists hold (for tests).
+// Retained returns the bytes the free lists of the classes above 64 KiB
+// hold (for tests).
 func Retained() int64 { return retained.Load() }

@@ -11,12 +11,11 @@ func drain() {
 	for i := range classes {
 		c := &classes[i]
 		c.mu.Lock()
-		for _, p := range c.free {
-			_ = p
-			retained.Add(-(1 << (i + minShift)))
+		if i+minShift > smallShift {
+			retained.Add(-c.held)
 		}
 		clear(c.free)
-		c.free = c.free[:0]
+		c.free, c.held = c.free[:0], 0
 		c.mu.Unlock()
 	}
 }
@@ -26,7 +25,8 @@ func TestClasses(t *testing.T) {
 	for _, tc := range []struct{ n, cap int }{
 		{-1, 4096}, {0, 4096}, {1, 4096}, {4096, 4096}, {4097, 8192},
 		{100_000, 131072}, {1 << 20, 1 << 20}, {1<<20 + 1, 2 << 20},
-		{1<<26 + 1, 1<<26 + 1}, // above the largest class: exact, never kept
+		{16 << 20, 16 << 20},
+		{16<<20 + 1, 16<<20 + 1}, // above the largest class: exact, never kept
 	} {
 		b := Get(tc.n)
 		if len(b) != 0 || cap(b) != tc.cap {
@@ -63,47 +63,76 @@ func TestReuseSurvivesGC(t *testing.T) {
 }
 
 // Only class-sized buffers are kept (a grown or foreign slice could not
-// serve its whole class), and never more than Budget bytes in all.
+// serve its whole class); one class keeps at most half the budget, so
+// another still finds room, and never more than Budget in all; the small
+// classes keep their own SmallBudget.
 func TestPutRules(t *testing.T) {
 	drain()
-	Put(make([]byte, 0, 5000))    // not a class size
-	Put(make([]byte, 0, 1024))    // below the smallest class
-	Put(make([]byte, 0, 1<<27))   // above the largest
-	Put(make([]byte, 10, 16<<10)) // a class size, in use up to len: kept
-	if got := Retained(); got != 16<<10 {
-		t.Fatalf("retained %d, want only the 16 KiB buffer", got)
+	defer drain()
+	Put(make([]byte, 0, 5000))     // not a class size
+	Put(make([]byte, 0, 1024))     // below the smallest class
+	Put(make([]byte, 0, 32<<20))   // above the largest
+	Put(make([]byte, 10, 256<<10)) // a class size, in use up to len: kept
+	if got := Retained(); got != 256<<10 {
+		t.Fatalf("retained %d, want only the 256 KiB buffer", got)
 	}
 	drain()
-	for i := 0; i < Budget/(1<<20)+10; i++ {
+	held := func(shift int) int {
+		c := &classes[shift-minShift]
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.free)
+	}
+	for range Budget / (1 << 20) { // a whole budget of 1 MiB buffers
 		Put(make([]byte, 0, 1<<20))
+	}
+	if n := held(20); n != Budget/2/(1<<20) {
+		t.Fatalf("%d 1 MiB buffers kept, want %d (half the budget)", n, Budget/2/(1<<20))
+	}
+	for range Budget / (2 << 20) { // then as many 2 MiB ones
+		Put(make([]byte, 0, 2<<20))
 		if Retained() > Budget {
 			t.Fatalf("retained %d above the budget %d", Retained(), Budget)
 		}
 	}
-	classes[20-minShift].mu.Lock()
-	kept := len(classes[20-minShift].free)
-	classes[20-minShift].mu.Unlock()
-	if kept != Budget/(1<<20) {
-		t.Fatalf("%d 1 MiB buffers kept, want %d", kept, Budget/(1<<20))
+	if n := held(21); n != Budget/2/(2<<20) {
+		t.Fatalf("%d 2 MiB buffers kept after a 1 MiB burst, want %d", n, Budget/2/(2<<20))
 	}
-	drain()
+	Put(make([]byte, 0, 4<<20)) // the budget is full
+	if n := held(22); n != 0 {
+		t.Fatal("a buffer kept beyond the budget")
+	}
+	for range 1000 { // small frames have room of their own
+		Put(make([]byte, 0, 4096))
+	}
+	if n := held(12); n != SmallBudget/4096 {
+		t.Fatalf("%d 4 KiB buffers kept with the budget full, want %d", n, SmallBudget/4096)
+	}
 }
 
 // Any number of goroutines get and put at once; every buffer they get is
-// theirs alone (run with -race).
+// theirs alone while they hold it (run with -race).
 func TestConcurrent(t *testing.T) {
 	drain()
+	defer drain()
 	var wg sync.WaitGroup
 	for g := 0; g < 8; g++ {
 		wg.Add(1)
 		go func(g int) {
 			defer wg.Done()
-			for i := 0; i < 500; i++ {
-				b := Get(4096 << (i % 4))
-				b = append(b, byte(g), byte(i))
-				if b[0] != byte(g) || b[1] != byte(i) {
-					t.Errorf("buffer shared between goroutines")
-					return
+			for i := 0; i < 300; i++ {
+				b := Get(4096 << (i % 6))
+				b = b[:cap(b)]
+				tag := byte(g*31 + i)
+				for j := range b {
+					b[j] = tag
+				}
+				runtime.Gosched()
+				for _, j := range []int{0, len(b) / 2, len(b) - 1} {
+					if b[j] != tag {
+						t.Errorf("buffer shared between goroutines")
+						return
+					}
 				}
 				Put(b)
 			}
@@ -113,5 +142,4 @@ func TestConcurrent(t *testing.T) {
 	if r := Retained(); r < 0 || r > Budget {
 		t.Fatalf("retained %d", r)
 	}
-	drain()
 }

@@ -21,6 +21,9 @@ type sharedCheckpoint struct {
 	cl   *riffle.Client
 	cp   *ranges.Checkpoint
 	refs int
+	// closing is set when the last holder left: it closes once the
+	// checkpoint's last commit is done and it is out of the registry.
+	closing chan struct{}
 }
 
 var (
@@ -32,9 +35,21 @@ func acquireCheckpoint(spec *readSpec) (*sharedCheckpoint, error) {
 	key := fmt.Sprintf("%s|%s|%s|%d|%d|%t", strings.Join(spec.Brokers, ","), spec.ClientOptions, spec.Group, spec.StartKind, spec.StartAt, spec.ReadCommitted)
 	checkpointsMu.Lock()
 	defer checkpointsMu.Unlock()
-	if sc, ok := checkpoints[key]; ok {
-		sc.refs++
-		return sc, nil
+	for {
+		sc, ok := checkpoints[key]
+		if !ok {
+			break
+		}
+		if sc.closing == nil {
+			sc.refs++
+			return sc, nil
+		}
+		// The group's last checkpoint is making its last commit: the
+		// new one starts from what it committed.
+		ch := sc.closing
+		checkpointsMu.Unlock()
+		<-ch
+		checkpointsMu.Lock()
 	}
 	cl, err := newClient(spec.Brokers, spec.ClientOptions)
 	if err != nil {
@@ -53,25 +68,32 @@ func acquireCheckpoint(spec *readSpec) (*sharedCheckpoint, error) {
 // done and not committed yet (a finalization whose commit failed), within
 // timeout, before closing the checkpoint's client; an error is logged,
 // since Teardown cannot report one (and runners may skip Teardown: this
-// commit is best effort). The lock is held meanwhile, so that a new
-// checkpoint of the group (a new instance's Setup) starts only after this
-// last commit, from the offsets it committed, and can never be overtaken
-// by it.
+// commit is best effort). Meanwhile the checkpoint stays in the registry,
+// closing, so that a new checkpoint of the group (a new instance's Setup)
+// starts only after this last commit, from the offsets it committed, and
+// is never overtaken by it; other groups' instances do not wait.
 func (sc *sharedCheckpoint) release(timeout time.Duration) {
 	checkpointsMu.Lock()
-	defer checkpointsMu.Unlock()
 	sc.refs--
 	if sc.refs > 0 {
+		checkpointsMu.Unlock()
 		return
 	}
-	delete(checkpoints, sc.key)
+	sc.closing = make(chan struct{})
+	checkpointsMu.Unlock()
+
 	if timeout <= 0 {
 		timeout = defaultCommitTimeout
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
 	if err := sc.cp.Commit(ctx); err != nil {
 		slog.Warn("riffbeam: the last commit of a worker process failed; its ranges are read again by the next pipeline", "err", err)
 	}
+	cancel()
 	sc.cl.Close()
+
+	checkpointsMu.Lock()
+	delete(checkpoints, sc.key)
+	close(sc.closing)
+	checkpointsMu.Unlock()
 }
