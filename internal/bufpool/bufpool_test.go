@@ -1,6 +1,7 @@
 package bufpool
 
 import (
+	"fmt"
 	"runtime"
 	"sync"
 	"testing"
@@ -141,5 +142,34 @@ func TestConcurrent(t *testing.T) {
 	wg.Wait()
 	if r := Retained(); r < 0 || r > Budget {
 		t.Fatalf("retained %d", r)
+	}
+}
+
+// BenchmarkGetPut: a Get and a Put per operation from every goroutine at
+// once, the free lists against a sync.Pool holding the same buffers (the
+// contention of one mutex per class; run with -cpu 1,2,8).
+func BenchmarkGetPut(b *testing.B) {
+	for _, size := range []int{4 << 10, 256 << 10} {
+		b.Run(fmt.Sprintf("bufpool/%dKiB", size>>10), func(b *testing.B) {
+			drain()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					Put(Get(size))
+				}
+			})
+		})
+		b.Run(fmt.Sprintf("sync.Pool/%dKiB", size>>10), func(b *testing.B) {
+			var p sync.Pool
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					bp, _ := p.Get().(*[]byte)
+					if bp == nil {
+						s := make([]byte, 0, size)
+						bp = &s
+					}
+					p.Put(bp)
+				}
+			})
+		})
 	}
 }
