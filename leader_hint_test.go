@@ -41,6 +41,24 @@ func TestRetryAtOnce(t *testing.T) {
 	}
 }
 
+// brokerCode reads the code of a partition's answer off the error classify
+// returns for it, and only that: a request failure has none.
+func TestBrokerCode(t *testing.T) {
+	part := &partState{topic: &topicState{name: "t"}, id: 0}
+	for _, code := range []int16{kafkaerr.NotLeaderForPartition, kafkaerr.FencedLeaderEpoch} {
+		pr := &kmsg.ProduceResponse{Topics: []kmsg.ProduceResponseTopic{{Topic: "t", Partitions: []kmsg.ProduceResponseTopicPartition{{Partition: 0, ErrorCode: code}}}}}
+		_, _, _, perr := classify(part, pr, nil, AcksAll)
+		if got := brokerCode(perr, nil); got != code {
+			t.Errorf("code %d: brokerCode of classify's error = %d", code, got)
+		}
+	}
+	reqErr := fmt.Errorf("write: %w", ErrRequestTimeout)
+	_, _, _, perr := classify(part, nil, reqErr, AcksAll)
+	if got := brokerCode(perr, reqErr); got != 0 {
+		t.Errorf("request failure: brokerCode = %d, want 0", got)
+	}
+}
+
 // moveLeader moves t[0] away from its leader in fake: to another of the
 // brokers the client knows, or (newBroker) to a broker added now, which
 // the client can learn only from the NodeEndpoints of a hint (adding a

@@ -20,6 +20,16 @@ func (p *Producer) batchDone(b *pbatch, topic string, partition int32, err error
 	if !b.created.IsZero() {
 		e.Latency = time.Since(b.created)
 	}
+	p.reportBatch(e)
+}
+
+// unbatchedDone reports a record that failed before it was buffered: an
+// Unbatched event of one record (partition -1 when none was chosen).
+func (p *Producer) unbatchedDone(rec *Record, partition int32, err error) {
+	p.reportBatch(ProduceBatchEvent{Topic: rec.Topic, Partition: partition, Records: 1, Err: err, Unbatched: true})
+}
+
+func (p *Producer) reportBatch(e ProduceBatchEvent) {
 	for _, h := range p.batchHks {
 		h.OnProduceBatch(e)
 	}

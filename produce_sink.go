@@ -319,7 +319,7 @@ func (p *Producer) complete(node int32, it sentItem, pr *kmsg.ProduceResponse, r
 		part.retries = 0
 	}
 	if res.Rewound {
-		if retryAtOnce(leaderError(part, pr), node, part.leader()) {
+		if retryAtOnce(brokerCode(perr, reqErr), node, part.leader()) {
 			// The leader moved (a hint in this answer, or a refresh
 			// since): resend to it without backing off, as Java's
 			// producer does after a leader change (KIP-951).
@@ -393,22 +393,12 @@ func (p *Producer) applyHints(pr *kmsg.ProduceResponse) {
 	p.cl.ApplyLeaderHints(hints, eps)
 }
 
-// leaderError returns the error code of part in pr if it says the broker
-// does not lead the partition (NOT_LEADER_OR_FOLLOWER,
-// FENCED_LEADER_EPOCH), 0 otherwise.
-func leaderError(part *partState, pr *kmsg.ProduceResponse) int16 {
-	if pr == nil {
-		return 0
-	}
-	for i := range pr.Topics {
-		if pr.Topics[i].Topic != part.topic.name {
-			continue
-		}
-		for _, rp := range pr.Topics[i].Partitions {
-			if rp.Partition == part.id && (rp.ErrorCode == kafkaerr.NotLeaderForPartition || rp.ErrorCode == kafkaerr.FencedLeaderEpoch) {
-				return rp.ErrorCode
-			}
-		}
+// brokerCode is the error code of a partition's answer as classify
+// returns it (a bare *kafkaerr.Error for the retriable codes), 0 for a
+// request that failed as a whole or any other error.
+func brokerCode(perr, reqErr error) int16 {
+	if ke, ok := perr.(*kafkaerr.Error); ok && reqErr == nil {
+		return ke.Code
 	}
 	return 0
 }

@@ -303,10 +303,7 @@ func (p *Producer) failAdmitted(rec *Record, fn func(*Record, error), err error)
 // record (partition: the one chosen, or -1), then fn gets err.
 func (p *Producer) failUnbatched(rec *Record, fn func(*Record, error), err error, partition int32) {
 	if len(p.batchHks) > 0 {
-		e := ProduceBatchEvent{Topic: rec.Topic, Partition: partition, Records: 1, Err: err, Unbatched: true}
-		for _, h := range p.batchHks {
-			h.OnProduceBatch(e)
-		}
+		p.unbatchedDone(rec, partition, err)
 	}
 	fn(rec, err)
 }

@@ -582,19 +582,6 @@ func keep(ks []share.Key, bad map[share.TP]bool) []share.Key {
 	return out
 }
 
-func (f *shareFetcher) dropRenewals() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	pas := f.acks.Drain()
-	for _, pa := range pas {
-		for _, b := range pa.Batches {
-			if b.Type != share.Renew {
-				f.acks.AddRange(pa.TP, b.First, b.Last, b.Type)
-			}
-		}
-	}
-}
-
 // partitionError counts a partition a broker refused (a fetch or
 // acknowledgements) and reacts to the error: a partition whose leader
 // moved gets a leader hint (KIP-951: the CurrentLeader the response
@@ -999,11 +986,11 @@ func (f *shareFetcher) closeSession(ctx context.Context) {
 		sc.released.Add(1)
 	}
 	f.mu.Unlock()
-	f.dropRenewals()
 	if !f.session.Open() {
 		return // no session: leaving the group releases what we hold
 	}
 	pas, _ := f.drainAcks()
+	pas, _ = share.SplitRenew(pas) // renewing what is being released is moot
 	cn := sc.cl.OpenConn(f.node, cluster.ClassFetch)
 	if cn == nil {
 		return

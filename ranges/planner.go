@@ -66,6 +66,14 @@ func NewPartitionsStartAt(s riffle.StartOffset) Option {
 	return func(c *config) { c.newStart = s }
 }
 
+// Untracked makes a Planner's Checkpoint keep no record of the ranges Next
+// returns: Outstanding counts none of them. It suits a Planner whose
+// ranges are marked done on another Checkpoint, or never (one that only
+// discovers partitions and where they start): without it, such a Planner
+// running for a long time would hold every range it ever planned.
+// Offsets, MarkDone and Commit work as without it.
+func Untracked() Option { return func(c *config) { c.untracked = true } }
+
 // Planner plans a consumer group's topics into ranges incrementally: each
 // call to Next returns only ranges it has not returned before, from where
 // the group's checkpoint stands up to the high watermark (the last stable
@@ -306,6 +314,9 @@ func (c *Checkpoint) planned(st step, groupHas map[riffle.TopicPartition]int64) 
 	}
 	for _, r := range st.skips {
 		c.tr.markDone(r)
+	}
+	if c.cfg.untracked {
+		return
 	}
 	for _, r := range st.ranges {
 		c.tr.plan(r)

@@ -138,6 +138,41 @@ func TestPlannerIncrementalWhileProducing(t *testing.T) {
 	}
 }
 
+// An Untracked Planner plans the same ranges and keeps none of them
+// outstanding; its checkpoint's offsets are unchanged.
+func TestPlannerUntracked(t *testing.T) {
+	_, cl := setup(t, rifftest.Topic("t", 2))
+	ctx := testCtx(t)
+	produce(t, cl, "t", 0, 30, nil)
+	for _, untracked := range []bool{false, true} {
+		opts := []ranges.Option{ranges.MaxRecords(10)}
+		if untracked {
+			opts = append(opts, ranges.Untracked())
+		}
+		pl, err := ranges.NewPlanner(cl, "g", []string{"t"}, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs, err := pl.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := ranges.Outstanding{Ranges: 3, Offsets: 30}
+		if untracked {
+			want = ranges.Outstanding{}
+		}
+		if len(rs) != 3 {
+			t.Fatalf("untracked %v: %d ranges: %v", untracked, len(rs), rs)
+		}
+		if got := pl.Checkpoint().Outstanding(); got != want {
+			t.Errorf("untracked %v: outstanding %+v, want %+v", untracked, got, want)
+		}
+		if got := pl.Checkpoint().Offsets()[riffle.TopicPartition{Topic: "t", Partition: 0}]; got != 0 {
+			t.Errorf("untracked %v: offset %d, want 0", untracked, got)
+		}
+	}
+}
+
 func TestCheckpointRestartResumesExactly(t *testing.T) {
 	_, cl := setup(t, rifftest.Topic("t", 2))
 	ctx := testCtx(t)

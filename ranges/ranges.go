@@ -78,6 +78,7 @@ type config struct {
 	maxRecords int64
 	start      riffle.StartOffset
 	newStart   riffle.StartOffset // Planner: partitions found after the first round
+	untracked  bool               // Planner: its Checkpoint keeps no planned ranges
 }
 
 func newConfig(opts []Option) config {

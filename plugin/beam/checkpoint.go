@@ -82,9 +82,6 @@ func (sc *sharedCheckpoint) release(timeout time.Duration) {
 	sc.closing = make(chan struct{})
 	checkpointsMu.Unlock()
 
-	if timeout <= 0 {
-		timeout = defaultCommitTimeout
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	if err := sc.cp.Commit(ctx); err != nil {
 		slog.Warn("riffbeam: the last commit of a worker process failed; its ranges are read again by the next pipeline", "err", err)

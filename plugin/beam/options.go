@@ -81,6 +81,14 @@ func (s *readSpec) newStartListing() int64 {
 	return riffle.OffsetEarliest
 }
 
+// commitTimeout bounds each offset commit (CommitTimeout; 0: the default).
+func (s *readSpec) commitTimeout() time.Duration {
+	if s.CommitNanos <= 0 {
+		return defaultCommitTimeout
+	}
+	return time.Duration(s.CommitNanos)
+}
+
 func (s *readSpec) poll() time.Duration     { return time.Duration(s.PollNanos) }
 func (s *readSpec) discover() time.Duration { return time.Duration(s.DiscoverNanos) }
 
@@ -197,8 +205,8 @@ func DiscoveryInterval(d time.Duration) ReadOption {
 // produced later with older timestamps than that are late.
 func IdleLag(d time.Duration) ReadOption { return func(s *readSpec) { s.IdleLagNanos = int64(d) } }
 
-// CommitTimeout bounds each offset commit made at bundle finalization
-// (default 30s).
+// CommitTimeout bounds each offset commit made at bundle finalization or
+// at a process's last Teardown (default 30s; 0 means the default).
 func CommitTimeout(d time.Duration) ReadOption { return func(s *readSpec) { s.CommitNanos = int64(d) } }
 
 // ReadCommitted reads only committed transactional records and plans only

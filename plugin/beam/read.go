@@ -93,8 +93,8 @@ func TryRead(s beam.Scope, brokers []string, topics []string, opts ...ReadOption
 
 // newPlanner returns a ranges.Planner of topics with the read's group,
 // start spec and isolation.
-func newPlanner(cl *riffle.Client, spec *readSpec, topics []string) (*ranges.Planner, error) {
-	opts := []ranges.Option{ranges.StartAt(spec.start()), ranges.NewPartitionsStartAt(spec.newStart())}
+func newPlanner(cl *riffle.Client, spec *readSpec, topics []string, extra ...ranges.Option) (*ranges.Planner, error) {
+	opts := append([]ranges.Option{ranges.StartAt(spec.start()), ranges.NewPartitionsStartAt(spec.newStart())}, extra...)
 	if spec.ReadCommitted {
 		opts = append(opts, ranges.ReadCommitted())
 	}
@@ -213,7 +213,10 @@ func (fn *discoverFn) ProcessElement(ctx context.Context, rt *tracker, topic str
 	planner, ok := fn.planners[topic]
 	if !ok {
 		var err error
-		if planner, err = newPlanner(fn.cl, &fn.Spec, []string{topic}); err != nil {
+		// Untracked: its ranges are never read here (reads mark theirs
+		// done on the process's shared checkpoint), and it runs for the
+		// pipeline's life.
+		if planner, err = newPlanner(fn.cl, &fn.Spec, []string{topic}, ranges.Untracked()); err != nil {
 			return sdf.StopProcessing(), err
 		}
 		if fn.planners == nil {
@@ -247,20 +250,9 @@ func (fn *discoverFn) ProcessElement(ctx context.Context, rt *tracker, topic str
 		// the pipeline started at the group's offsets: start them where
 		// the new-partition spec says, as a running discovery does (a
 		// time with no record at or after it: at the end).
-		starts := map[int32]int64{}
-		for _, at := range []int64{fn.Spec.newStartListing(), riffle.OffsetLatest} {
-			los, err := fn.cl.Admin().ListOffsets(ctx, at, topic)
-			if err != nil {
-				return sdf.StopProcessing(), fmt.Errorf("riffbeam: listing partitions of %s: %w", topic, err)
-			}
-			for _, lo := range los {
-				if _, ok := starts[lo.Partition]; !ok && lo.Err == nil && lo.Offset >= 0 {
-					starts[lo.Partition] = lo.Offset
-				}
-			}
-			if at == riffle.OffsetLatest {
-				break
-			}
+		starts, err := fn.newStarts(ctx, topic)
+		if err != nil {
+			return sdf.StopProcessing(), err
 		}
 		for i := range found {
 			if o, ok := starts[found[i].Partition]; ok {
@@ -352,7 +344,7 @@ func (fn *readFn) Setup() error {
 // Teardown closes what Setup opened.
 func (fn *readFn) Teardown() {
 	if fn.cp != nil {
-		fn.cp.release(time.Duration(fn.Spec.CommitNanos))
+		fn.cp.release(fn.Spec.commitTimeout())
 		fn.cp = nil
 	}
 	if fn.rd != nil {
@@ -491,6 +483,40 @@ func (fn *readFn) process(ctx context.Context, we *wmEstimator, bf beam.BundleFi
 	}
 }
 
+// newStarts lists where the new-partition spec starts topic's partitions.
+// Only a time can find no offset (no record at or after it): those
+// partitions, and only those, are listed again at their end. A partition
+// whose listing failed fails the discovery (the runner retries it) rather
+// than start anywhere else.
+func (fn *discoverFn) newStarts(ctx context.Context, topic string) (map[int32]int64, error) {
+	starts := map[int32]int64{}
+	var none bool // a partition has no offset at the time
+	at := fn.Spec.newStartListing()
+	for {
+		los, err := fn.cl.Admin().ListOffsets(ctx, at, topic)
+		if err != nil {
+			return nil, fmt.Errorf("riffbeam: listing partitions of %s: %w", topic, err)
+		}
+		for _, lo := range los {
+			if _, ok := starts[lo.Partition]; ok {
+				continue
+			}
+			switch {
+			case lo.Err != nil:
+				return nil, fmt.Errorf("riffbeam: listing %s[%d]: %w", topic, lo.Partition, lo.Err)
+			case lo.Offset >= 0:
+				starts[lo.Partition] = lo.Offset
+			default:
+				none = true
+			}
+		}
+		if !none || at == riffle.OffsetLatest {
+			return starts, nil
+		}
+		at = riffle.OffsetLatest
+	}
+}
+
 // finalize registers, with CommitOffsets, the commit of [lo, hi) of p for
 // when the runner finalizes the bundle.
 func (fn *readFn) finalize(bf beam.BundleFinalization, p partition, lo, hi int64) {
@@ -498,7 +524,7 @@ func (fn *readFn) finalize(bf beam.BundleFinalization, p partition, lo, hi int64
 		return
 	}
 	rg := ranges.Range{Topic: p.Topic, Partition: p.Partition, Low: lo, High: hi}
-	cp, timeout := fn.cp.cp, time.Duration(fn.Spec.CommitNanos)
+	cp, timeout := fn.cp.cp, fn.Spec.commitTimeout()
 	bf.RegisterCallback(finalizeExpiry, func() error {
 		if err := cp.MarkDone(rg); err != nil {
 			return err
