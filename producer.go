@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/riffle-go/riffle/internal/batch"
 	"github.com/riffle-go/riffle/internal/cluster"
@@ -120,9 +121,24 @@ func NewProducer(c *Client, opts ...ProducerOption) (*Producer, error) {
 type pendingRecord struct {
 	rec   *Record
 	fn    func(*Record, error)
-	size  int
+	size  int       // what it counts in the buffer (bufferedSize)
 	bound int       // upper bound of its encoded size (batch.RecordSizeBound, from batch.Sizes)
 	gen   *flushGen // counts the record until its outcome
+}
+
+// recordOverhead is what the producer holds for each buffered record
+// besides its payload and its encoding: the Record, which stays reachable
+// until its callback, and its queue entry.
+const recordOverhead = int(unsafe.Sizeof(Record{}) + unsafe.Sizeof(pendingRecord{}))
+
+// bufferedSize is what a record counts against MaxBufferedBytes: the
+// memory the producer holds for it until its outcome. That is its key,
+// value and headers (the Record keeps them reachable until the callback),
+// their encoding in a batch (bound, the upper bound batch.Sizes gave), and
+// recordOverhead. Counting the payload alone let a buffer of small records
+// hold three to four times the memory the option names.
+func bufferedSize(r *Record, bound int) int {
+	return r.size() + bound + recordOverhead + len(r.Headers)*int(unsafe.Sizeof(Header{}))
 }
 
 // pbatch is the payload of a sealed batch in the sequence state machine.
@@ -205,7 +221,7 @@ func (p *Producer) produce(ctx context.Context, rec *Record, fn func(*Record, er
 		p.failAdmitted(rec, fn, fmt.Errorf("topic %s: %w: %d bytes encoded (MaxBatchBytes %d)", rec.Topic, ErrRecordTooLarge, encSize, p.cfg.maxBatchBytes))
 		return
 	}
-	size := rec.size()
+	size := bufferedSize(rec, bound)
 	gen, err := p.buf.acquire(ctx, int64(size), p.cfg.failFast)
 	if err != nil {
 		p.failAdmitted(rec, fn, err)

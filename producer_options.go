@@ -147,17 +147,24 @@ func Linger(d time.Duration) ProducerOption { return func(c *producerConfig) { c
 // smaller. A record that cannot fit alone fails with ErrRecordTooLarge.
 func MaxBatchBytes(n int) ProducerOption { return func(c *producerConfig) { c.maxBatchBytes = n } }
 
-// MaxBufferedBytes caps the bytes of records produced but not yet
-// acknowledged (default 32 MiB, as Java's buffer.memory). When full,
-// Produce blocks until there is room or its context ends (see FailFast).
+// MaxBufferedBytes caps the memory the producer holds for records
+// produced but not yet acknowledged (default 32 MiB, as Java's
+// buffer.memory). When full, Produce blocks until there is room or its
+// context ends (see FailFast).
 //
-// The buffer only needs to cover what the brokers can take in one round
-// trip and what lingers: a producer that outruns its brokers keeps the
-// buffer full, and a deeper buffer then adds no throughput, only live
-// memory for the garbage collector (the records stay reachable until
-// their callbacks). Against a broker on the same network, 4–8 MiB used
-// less CPU per record than 32 MiB in the bench module's produce
-// benchmark; keep the default for links with a long round trip.
+// A record counts what the producer keeps for it until its callback: its
+// key, value and headers (the Record stays reachable until then), their
+// encoding in a batch, and about 200 bytes for the Record and its queue
+// entry. So a record of 100 value bytes counts about 400, and the default
+// buffers about 85,000 of them; a 1 MiB value counts about 2 MiB. (Java
+// serializes a record at send and lets the object go, so its buffer holds
+// only the encoding.) A record larger than the whole buffer is admitted
+// when nothing else is buffered.
+//
+// The buffer only needs to cover what the brokers take in one round trip
+// and what lingers: a producer that outruns its brokers keeps it full, and
+// a deeper buffer then adds no throughput, only live memory for the
+// garbage collector.
 func MaxBufferedBytes(n int64) ProducerOption {
 	return func(c *producerConfig) { c.maxBufferedBytes = n }
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 )
@@ -225,5 +226,70 @@ func TestFlushWaitsForCallbacks(t *testing.T) {
 	}
 	if err := p.Close(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// MaxBufferedBytes bounds the memory the producer holds, not only the
+// payload: a buffer of small records counts each record's encoding and the
+// Record itself too. Counting the payload alone, a 64 KiB buffer admitted
+// 655 records of 100 value bytes (about 250 KiB held).
+func TestBufferCountsRecordMemory(t *testing.T) {
+	fake := newFake(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
+	cl := newTestClient(t, SeedBrokers(fake.ListenAddrs()...))
+	const buf = 64 << 10
+	// One batch can hold the whole buffer and lingers: nothing is sent,
+	// so no acknowledgement frees room while the buffer fills.
+	p, err := NewProducer(cl, MaxBufferedBytes(buf), MaxBatchBytes(buf), Linger(time.Minute), FailFast())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	var admitted, written int
+	var full bool
+	for !full {
+		p.Produce(ctx, &Record{Topic: "t", Value: make([]byte, 100)}, func(_ *Record, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case errors.Is(err, ErrBufferFull):
+				full = true
+			case err != nil:
+				t.Errorf("record failed: %v", err)
+			default:
+				written++
+			}
+		})
+		mu.Lock()
+		if !full {
+			admitted++
+		}
+		done := full
+		mu.Unlock()
+		if done {
+			break
+		}
+	}
+	st := p.Stats()
+	if st.BufferedRecords != int64(admitted) || st.BufferedBytes > buf {
+		t.Fatalf("stats %+v after %d records admitted", st, admitted)
+	}
+	// Each record holds its 100 value bytes, its encoding (over 100
+	// bytes) and its Record.
+	perRecord := 2*100 + int(unsafe.Sizeof(Record{}))
+	if admitted*perRecord > buf || st.BufferedBytes < int64(admitted*perRecord) {
+		t.Fatalf("%d records admitted into %d bytes (%d counted): at least %d bytes each", admitted, buf, st.BufferedBytes, perRecord)
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if written != admitted {
+		t.Fatalf("%d of %d admitted records written", written, admitted)
+	}
+	if st := p.Stats(); st.BufferedBytes != 0 || st.BufferedRecords != 0 {
+		t.Fatalf("stats after Close: %+v", st)
 	}
 }
