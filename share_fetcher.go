@@ -602,13 +602,16 @@ func (f *shareFetcher) partitionError(hints []cluster.LeaderHint, code int16, to
 // consumer does (Metadata.updatePartitionLeadership), and places the
 // assigned partitions again at once when that changed a leader: no wait
 // for a metadata refresh, which happens only for hints that cannot be
-// applied (no leader named, unknown broker, ...).
-func (f *shareFetcher) applyHints(hints []cluster.LeaderHint, eps []cluster.BrokerMeta) bool {
-	if f.sc.cl.ApplyLeaderHints(hints, eps) {
+// applied (no leader named, unknown broker, ...). It says whether every
+// hint is resolved to another broker; when only some are, the partitions
+// of the others stay here, and the next fetch would be refused for them
+// again at once.
+func (f *shareFetcher) applyHints(hints []cluster.LeaderHint, eps []cluster.BrokerMeta) (resolved bool) {
+	changed, all := f.sc.cl.ApplyLeaderHints(hints, eps)
+	if changed {
 		nudge(f.sc.wake)
-		return true
 	}
-	return false
+	return all && !slices.ContainsFunc(hints, func(h cluster.LeaderHint) bool { return h.Leader == f.node })
 }
 
 // fetch sends a ShareFetch for owned with the waiting acknowledgements

@@ -285,15 +285,16 @@ func (c *Cluster) refresh(topics []string) (*Snapshot, error) {
 }
 
 // ApplyLeaderHints moves partitions to the leaders responses named for
-// them (KIP-951, see LeaderHint) without waiting for a metadata refresh,
-// and says whether the snapshot changed (callers that place partitions by
-// leader place them again). endpoints are the response's NodeEndpoints. A
-// hint it cannot apply (unknown topic or broker, no epoch, a contradiction
-// with the cached epoch) triggers a refresh, as the error alone did before
-// hints.
-func (c *Cluster) ApplyLeaderHints(hints []LeaderHint, endpoints []BrokerMeta) bool {
+// them (KIP-951, see LeaderHint) without waiting for a metadata refresh.
+// changed says whether the snapshot changed (callers that place partitions
+// by leader place them again); all, whether every hint is satisfied by the
+// snapshot now (applied here or earlier). endpoints are the response's
+// NodeEndpoints. A hint it cannot apply (unknown topic or broker, no
+// epoch, a contradiction with the cached epoch) triggers a refresh, as the
+// error alone did before hints.
+func (c *Cluster) ApplyLeaderHints(hints []LeaderHint, endpoints []BrokerMeta) (changed, all bool) {
 	if len(hints) == 0 {
-		return false
+		return false, true
 	}
 	c.meta.pub.Lock()
 	prev := c.meta.snap.Load()
@@ -307,7 +308,7 @@ func (c *Cluster) ApplyLeaderHints(hints []LeaderHint, endpoints []BrokerMeta) b
 	if !all {
 		c.TriggerMetadata()
 	}
-	return next != prev
+	return next != prev, all
 }
 
 // HintsApplied is how many times leader hints changed the snapshot.
