@@ -35,6 +35,23 @@ type ConfigEntry struct {
 	ReadOnly  bool
 	Sensitive bool
 	IsDefault bool
+	// Type is the config's data type (BOOLEAN, STRING, INT, SHORT,
+	// LONG, DOUBLE, LIST, CLASS, PASSWORD), UNKNOWN from brokers before
+	// DescribeConfigs v3 and for broker loggers.
+	Type string
+	// Synonyms are the values the config would fall back to, in the
+	// order the broker applies them, the effective one first (Java's
+	// ConfigEntry.synonyms; DescribeConfigs v1+): e.g. a topic's
+	// retention.ms, then the broker's log.retention.ms, then its
+	// default.
+	Synonyms []ConfigSynonym
+}
+
+// ConfigSynonym is one value a config takes from one source.
+type ConfigSynonym struct {
+	Name   string
+	Value  *string // nil when sensitive or unset
+	Source string
 }
 
 // TopicConfigs is the configuration of one topic.
@@ -290,6 +307,7 @@ func (a *Admin) describeConfigs(ctx context.Context, resources []configResource)
 	replies, failed, err := configRouted(ctx, a, resources,
 		func(_ context.Context, rs []configResource) (kmsg.Request, func(kmsg.Response) map[configResource]kmsg.DescribeConfigsResponseResource) {
 			req := kmsg.NewPtrDescribeConfigsRequest()
+			req.IncludeSynonyms = true
 			for _, r := range rs {
 				rr := kmsg.NewDescribeConfigsRequestResource()
 				rr.ResourceType = r.typ
@@ -316,10 +334,18 @@ func (a *Admin) describeConfigs(ctx context.Context, resources []configResource)
 		}
 		entries := make([]ConfigEntry, 0, len(r.Configs))
 		for _, c := range r.Configs {
-			entries = append(entries, ConfigEntry{
+			e := ConfigEntry{
 				Name: c.Name, Value: c.Value, Source: c.Source.String(), ReadOnly: c.ReadOnly,
 				Sensitive: c.IsSensitive, IsDefault: c.Source == kmsg.ConfigSourceDefaultConfig,
-			})
+				Type: c.ConfigType.String(),
+			}
+			if len(c.ConfigSynonyms) > 0 {
+				e.Synonyms = make([]ConfigSynonym, len(c.ConfigSynonyms))
+				for i, syn := range c.ConfigSynonyms {
+					e.Synonyms[i] = ConfigSynonym{Name: syn.Name, Value: syn.Value, Source: syn.Source.String()}
+				}
+			}
+			entries = append(entries, e)
 		}
 		sort.Slice(entries, func(i, j int) bool { return entries[i].Name < entries[j].Name })
 		configs[res] = entries
@@ -350,29 +376,83 @@ func (a *Admin) DescribeTopicConfigs(ctx context.Context, topics ...string) ([]T
 // cluster-wide default configs. Each broker is asked about itself (only
 // it can answer); the default, of any broker.
 func (a *Admin) DescribeBrokerConfigs(ctx context.Context, brokers ...int32) ([]BrokerConfigs, error) {
+	return a.describePerBroker(ctx, brokers, brokerResource, func(b int32) error {
+		if b < 0 && b != DefaultBroker {
+			return fmt.Errorf("%w: broker id %d (DefaultBroker, -1, names the cluster-wide default)", ErrInvalidConfig, b)
+		}
+		return nil
+	})
+}
+
+// describePerBroker describes the resource res names for each distinct
+// broker, in request order; a broker check refuses fails locally.
+func (a *Admin) describePerBroker(ctx context.Context, brokers []int32, res func(int32) configResource, check func(int32) error) ([]BrokerConfigs, error) {
 	brokers = uniqueInt32s(brokers)
 	var rs []configResource
 	out := make([]BrokerConfigs, len(brokers))
 	for i, b := range brokers {
 		out[i].Broker = b
-		if b < 0 && b != DefaultBroker {
-			out[i].Err = fmt.Errorf("%w: broker id %d (DefaultBroker, -1, names the cluster-wide default)", ErrInvalidConfig, b)
-			continue
+		if out[i].Err = check(b); out[i].Err == nil {
+			rs = append(rs, res(b))
 		}
-		rs = append(rs, brokerResource(b))
 	}
 	configs, failed, err := a.describeConfigs(ctx, rs)
 	if err != nil {
 		return nil, err
 	}
 	for i, b := range brokers {
-		if out[i].Err != nil {
-			continue
+		if out[i].Err == nil {
+			r := res(b)
+			out[i].Configs, out[i].Err = configs[r], failed[r]
 		}
-		r := brokerResource(b)
-		out[i].Configs, out[i].Err = configs[r], failed[r]
 	}
 	return out, nil
+}
+
+// DescribeBrokerLoggers returns the log levels of brokers' loggers (the
+// BROKER_LOGGER resource, Java's ConfigResource.Type.BROKER_LOGGER), one
+// result per distinct broker id, in request order: each entry names a
+// logger and its level. Each broker is asked about itself; there is no
+// cluster-wide default, so DefaultBroker and other negative ids fail with
+// ErrInvalidConfig.
+func (a *Admin) DescribeBrokerLoggers(ctx context.Context, brokers ...int32) ([]BrokerConfigs, error) {
+	return a.describePerBroker(ctx, brokers, loggerResource, checkLoggerBroker)
+}
+
+// checkLoggerBroker refuses a broker id with no loggers of its own.
+func checkLoggerBroker(b int32) error {
+	if b < 0 {
+		return fmt.Errorf("%w: broker id %d: broker loggers are per broker", ErrInvalidConfig, b)
+	}
+	return nil
+}
+
+// IncrementalAlterBrokerLoggers sets or resets the levels of brokers'
+// loggers (Name a logger, Value a level such as DEBUG or INFO; ConfigOpSet
+// with a nil Value, or ConfigOpDelete, resets it to the root logger's
+// level), one result per distinct broker, in request order. Each change
+// goes to its broker. A negative broker id, an empty name, or APPEND or
+// SUBTRACT (loggers are not lists) fails its broker with ErrInvalidConfig,
+// and nothing is sent for it. ValidateOnly().IncrementalAlterBrokerLoggers
+// checks the changes without applying them.
+func (a *Admin) IncrementalAlterBrokerLoggers(ctx context.Context, changes ...BrokerConfigChange) (BrokerResults, error) {
+	return a.incrementalAlterBrokerLoggers(ctx, changes, false)
+}
+
+func (a *Admin) incrementalAlterBrokerLoggers(ctx context.Context, changes []BrokerConfigChange, validateOnly bool) (BrokerResults, error) {
+	return a.alterPerBroker(ctx, changes, validateOnly, loggerResource, func(ch BrokerConfigChange) error {
+		if err := checkLoggerBroker(ch.Broker); err != nil {
+			return err
+		}
+		if ch.Op == ConfigOpAppend || ch.Op == ConfigOpSubtract {
+			return fmt.Errorf("%w: %s of logger %q: a logger's level is not a list", ErrInvalidConfig, ch.Op, ch.Name)
+		}
+		return nil
+	})
+}
+
+func loggerResource(id int32) configResource {
+	return configResource{typ: kmsg.ConfigResourceTypeBrokerLogger, name: strconv.Itoa(int(id))}
 }
 
 // alterConfigs sends IncrementalAlterConfigs for the changes of each
@@ -497,6 +577,19 @@ func (a *Admin) IncrementalAlterBrokerConfigs(ctx context.Context, changes ...Br
 }
 
 func (a *Admin) incrementalAlterBrokerConfigs(ctx context.Context, changes []BrokerConfigChange, validateOnly bool) (BrokerResults, error) {
+	return a.alterPerBroker(ctx, changes, validateOnly, brokerResource, func(ch BrokerConfigChange) error {
+		if ch.Broker < 0 && ch.Broker != DefaultBroker {
+			return fmt.Errorf("%w: broker id %d (DefaultBroker, -1, names the cluster-wide default)", ErrInvalidConfig, ch.Broker)
+		}
+		return nil
+	})
+}
+
+// alterPerBroker sends the changes of each distinct broker to the resource
+// res names for it, one result per broker in request order. A change that
+// check refuses or that is invalid fails its broker locally, and nothing
+// is sent for that broker.
+func (a *Admin) alterPerBroker(ctx context.Context, changes []BrokerConfigChange, validateOnly bool, res func(int32) configResource, check func(BrokerConfigChange) error) (BrokerResults, error) {
 	var brokers []int32
 	seen := map[int32]bool{}
 	ops := map[configResource][]kmsg.IncrementalAlterConfigsRequestResourceConfig{}
@@ -506,8 +599,8 @@ func (a *Admin) incrementalAlterBrokerConfigs(ctx context.Context, changes []Bro
 			seen[ch.Broker] = true
 			brokers = append(brokers, ch.Broker)
 		}
-		if ch.Broker < 0 && ch.Broker != DefaultBroker {
-			bad[ch.Broker] = fmt.Errorf("%w: broker id %d (DefaultBroker, -1, names the cluster-wide default)", ErrInvalidConfig, ch.Broker)
+		if err := check(ch); err != nil {
+			bad[ch.Broker] = err
 			continue
 		}
 		c, err := alterOp(ch.Name, ch.Value, ch.Op)
@@ -515,13 +608,13 @@ func (a *Admin) incrementalAlterBrokerConfigs(ctx context.Context, changes []Bro
 			bad[ch.Broker] = err
 			continue
 		}
-		r := brokerResource(ch.Broker)
+		r := res(ch.Broker)
 		ops[r] = append(ops[r], c)
 	}
 	var rs []configResource
 	for _, b := range brokers {
 		if bad[b] == nil {
-			rs = append(rs, brokerResource(b))
+			rs = append(rs, res(b))
 		}
 	}
 	got, err := a.alterConfigs(ctx, rs, ops, validateOnly)
@@ -532,7 +625,7 @@ func (a *Admin) incrementalAlterBrokerConfigs(ctx context.Context, changes []Bro
 	for i, b := range brokers {
 		e := bad[b]
 		if e == nil {
-			e = got[brokerResource(b)]
+			e = got[res(b)]
 		}
 		out[i] = BrokerResult{Broker: b, Err: e}
 	}

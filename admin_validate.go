@@ -24,8 +24,8 @@ import (
 type ValidateOnlyAdmin struct{ a *Admin }
 
 // ValidateOnly returns the validate-only form of the calls that support
-// it: CreateTopics, CreatePartitions, AlterTopicConfigs and
-// IncrementalAlterBrokerConfigs.
+// it: CreateTopics, CreatePartitions, AlterTopicConfigs,
+// IncrementalAlterBrokerConfigs and IncrementalAlterBrokerLoggers.
 func (a *Admin) ValidateOnly() *ValidateOnlyAdmin { return &ValidateOnlyAdmin{a} }
 
 // CreateTopics validates the creation of topics without creating them:
@@ -60,6 +60,13 @@ func (v *ValidateOnlyAdmin) AlterTopicConfigs(ctx context.Context, changes ...Al
 // result per distinct broker.
 func (v *ValidateOnlyAdmin) IncrementalAlterBrokerConfigs(ctx context.Context, changes ...BrokerConfigChange) (BrokerResults, error) {
 	return v.a.incrementalAlterBrokerConfigs(ctx, changes, true)
+}
+
+// IncrementalAlterBrokerLoggers validates broker logger level changes
+// without applying them, as Admin.IncrementalAlterBrokerLoggers would make
+// them: one result per distinct broker.
+func (v *ValidateOnlyAdmin) IncrementalAlterBrokerLoggers(ctx context.Context, changes ...BrokerConfigChange) (BrokerResults, error) {
+	return v.a.incrementalAlterBrokerLoggers(ctx, changes, true)
 }
 
 // minVersionRequest is a request that must not go out below version min

@@ -156,10 +156,12 @@ func MaxBatchBytes(n int) ProducerOption { return func(c *producerConfig) { c.ma
 // key, value and headers (the Record stays reachable until then), their
 // encoding in a batch, and about 200 bytes for the Record and its queue
 // entry. So a record of 100 value bytes counts about 400, and the default
-// buffers about 85,000 of them; a 1 MiB value counts about 2 MiB. (Java
+// buffers about 83,000 of them; a 1 MiB value counts about 2 MiB. (Java
 // serializes a record at send and lets the object go, so its buffer holds
 // only the encoding.) A record larger than the whole buffer is admitted
-// when nothing else is buffered.
+// when nothing else is buffered. It may not be below MaxBatchBytes; since
+// a batch's records count about twice its size, a buffer under twice
+// MaxBatchBytes never fills a batch (linger seals them).
 //
 // The buffer only needs to cover what the brokers take in one round trip
 // and what lingers: a producer that outruns its brokers keeps it full, and

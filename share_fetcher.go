@@ -58,8 +58,9 @@ type shareFetcher struct {
 	offs      []int64           // take's buffer of a batch's offsets (loop only)
 	events    []FetchBatchEvent // take's buffer of hook events (loop only)
 	pinned    *conn.Conn        // the connection kept from the idle reaper (loop only)
-	// unresolved: the last ShareFetch had leader errors no hint resolved
-	// (loop only); leaderWait paces the fetches that follow such ones.
+	// unresolved: the last ShareFetch had leader errors that hints did
+	// not all resolve (loop only; see applyHints); leaderWait paces the
+	// fetches that follow such ones.
 	unresolved bool
 	leaderWait share.LeaderWait
 }
@@ -603,15 +604,21 @@ func (f *shareFetcher) partitionError(hints []cluster.LeaderHint, code int16, to
 // assigned partitions again at once when that changed a leader: no wait
 // for a metadata refresh, which happens only for hints that cannot be
 // applied (no leader named, unknown broker, ...). It says whether every
-// hint is resolved to another broker; when only some are, the partitions
-// of the others stay here, and the next fetch would be refused for them
-// again at once.
+// hint is resolved: satisfied, and its partition led by another broker in
+// the metadata now. Otherwise some partition stays here (only part of the
+// hints applied, a hint older than what the metadata knows, or the
+// metadata naming this broker, which is behind), and the next fetch would
+// be refused for it again at once.
 func (f *shareFetcher) applyHints(hints []cluster.LeaderHint, eps []cluster.BrokerMeta) (resolved bool) {
 	changed, all := f.sc.cl.ApplyLeaderHints(hints, eps)
 	if changed {
 		nudge(f.sc.wake)
 	}
-	return all && !slices.ContainsFunc(hints, func(h cluster.LeaderHint) bool { return h.Leader == f.node })
+	if !all {
+		return false
+	}
+	snap := f.sc.cl.Snapshot()
+	return !slices.ContainsFunc(hints, func(h cluster.LeaderHint) bool { return snap.HintLeader(h) == f.node })
 }
 
 // fetch sends a ShareFetch for owned with the waiting acknowledgements

@@ -334,13 +334,15 @@ brokers check a change and apply none of it.`,
 
 // configTarget is --topic T or --broker N|default.
 type configTarget struct {
-	topic  string
-	broker string
+	topic   string
+	broker  string
+	loggers bool // the broker's logger levels (BROKER_LOGGER), not its configs
 }
 
 func (t *configTarget) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&t.topic, "topic", "", "the `TOPIC` whose configs to use")
 	cmd.Flags().StringVar(&t.broker, "broker", "", "the broker `ID` whose configs to use, or default for the cluster-wide default")
+	cmd.Flags().BoolVar(&t.loggers, "loggers", false, "with --broker ID: the broker's logger levels (BROKER_LOGGER) instead of its configs")
 }
 
 // addValidateOnly adds --validate-only to a command that changes configs.
@@ -355,9 +357,14 @@ func (t *configTarget) check() (broker int32, isBroker bool, err error) {
 		return 0, false, usageErrorf("give --topic or --broker, not both")
 	case t.topic == "" && t.broker == "":
 		return 0, false, usageErrorf("give --topic TOPIC or --broker ID (or --broker default)")
+	case t.loggers && t.broker == "":
+		return 0, false, usageErrorf("--loggers needs --broker ID")
 	case t.topic != "":
 		return 0, false, nil
 	case strings.EqualFold(t.broker, "default"):
+		if t.loggers {
+			return 0, false, usageErrorf("--loggers needs a broker id: loggers have no cluster-wide default")
+		}
 		return riffle.DefaultBroker, true, nil
 	}
 	n, err := strconv.ParseInt(t.broker, 10, 32)
@@ -373,6 +380,8 @@ func (t *configTarget) name(broker int32, isBroker bool) string {
 		return fmt.Sprintf("topic %q", t.topic)
 	case broker == riffle.DefaultBroker:
 		return "the default broker config"
+	case t.loggers:
+		return fmt.Sprintf("the loggers of broker %d", broker)
 	}
 	return fmt.Sprintf("broker %d", broker)
 }
@@ -390,7 +399,8 @@ func (a *app) configDescribeCmd() *cobra.Command {
 from. Sensitive values are never shown.`,
 		Example: `  riffle config describe --topic orders
   riffle config describe --broker 0 --all
-  riffle config describe --broker default -o json`,
+  riffle config describe --broker default -o json
+  riffle config describe --broker 1 --loggers`,
 		Args: cobra.NoArgs,
 	}
 	target.add(cmd)
@@ -408,7 +418,11 @@ from. Sensitive values are never shown.`,
 		var entries []riffle.ConfigEntry
 		var itemErr error
 		if isBroker {
-			res, err := cl.Admin().DescribeBrokerConfigs(a.context(), broker)
+			describe := cl.Admin().DescribeBrokerConfigs
+			if target.loggers {
+				describe = cl.Admin().DescribeBrokerLoggers
+			}
+			res, err := describe(a.context(), broker)
 			if err != nil {
 				return fmt.Errorf("describing configs: %w", err)
 			}
@@ -461,6 +475,7 @@ change (names, values, authorization, alter policies) and applies none.`,
 		Example: `  riffle config set --topic orders retention.ms=86400000
   riffle config set --broker 1 log.retention.ms=3600000
   riffle config set --broker default log.retention.ms=604800000
+  riffle config set --broker 1 --loggers kafka.server.ReplicaManager=DEBUG
   riffle config set --topic orders cleanup.policy=compact --validate-only`,
 		Args: cobra.MinimumNArgs(1),
 	}
@@ -539,10 +554,16 @@ func (a *app) alterConfigs(target *configTarget, broker int32, isBroker bool, op
 	adm := cl.Admin()
 	what := "altering configs"
 	alterBroker, alterTopic := adm.IncrementalAlterBrokerConfigs, adm.AlterTopicConfigs
+	if target.loggers {
+		alterBroker = adm.IncrementalAlterBrokerLoggers
+	}
 	switch {
 	case validateOnly:
 		what = "validating config changes"
 		alterBroker, alterTopic = adm.ValidateOnly().IncrementalAlterBrokerConfigs, adm.ValidateOnly().AlterTopicConfigs
+		if target.loggers {
+			alterBroker = adm.ValidateOnly().IncrementalAlterBrokerLoggers
+		}
 		verb = "would " + verb
 	case verb == "delete":
 		verb = "deleted"

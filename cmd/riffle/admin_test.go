@@ -110,6 +110,10 @@ func TestConfigCommands(t *testing.T) {
 	on(t, c, "config", "describe", "--topic", "demo", "--broker", "1").wantCode(t, 2)
 	on(t, c, "config", "set", "--broker", "x", "a=b").wantCode(t, 2)
 	on(t, c, "config", "set", "--topic", "demo", "novalue").wantCode(t, 2)
+	// Logger levels are per broker.
+	on(t, c, "config", "describe", "--topic", "demo", "--loggers").wantCode(t, 2)
+	on(t, c, "config", "describe", "--broker", "default", "--loggers").wantCode(t, 2)
+	on(t, c, "config", "set", "--loggers", "kafka.log.LogCleaner=DEBUG").wantCode(t, 2)
 }
 
 func TestRecordsDelete(t *testing.T) {

@@ -283,6 +283,25 @@ func withHints(prev *Snapshot, hints []LeaderHint, endpoints []BrokerMeta) (*Sna
 	return next, changes, all
 }
 
+// HintLeader is the leader s names for the partition of h (found by name,
+// or by topic id when h has no name), -1 when s does not know it.
+func (s *Snapshot) HintLeader(h LeaderHint) int32 {
+	t := s.Topics[h.Topic]
+	if h.Topic == "" {
+		t = nil
+		for _, c := range s.Topics {
+			if c.ID == h.TopicID {
+				t = c
+				break
+			}
+		}
+	}
+	if pm, ok := t.partition(h.Partition); ok {
+		return pm.Leader
+	}
+	return -1
+}
+
 // cloneSnapshot copies s shallowly: a new topic map with the same topics.
 func cloneSnapshot(s *Snapshot) *Snapshot {
 	n := *s

@@ -280,3 +280,27 @@ func TestHintFrom(t *testing.T) {
 		})
 	}
 }
+
+// TestHintLeader: the snapshot's leader of a hinted partition, by name or
+// by topic id, -1 when unknown.
+func TestHintLeader(t *testing.T) {
+	now := time.Unix(100, 0)
+	bs := []kmsg.MetadataResponseBroker{mdBroker(1, "a", 1), mdBroker(2, "b", 1)}
+	tResp := mdTopic("t", 0, mdPart(0, 1, 5), mdPart(1, 2, 5))
+	tResp.TopicID = [16]byte{7}
+	s, _ := merge(emptySnapshot(), resp(bs, tResp), []string{"t"}, now)
+	for _, tc := range []struct {
+		h    LeaderHint
+		want int32
+	}{
+		{LeaderHint{Topic: "t", Partition: 0, Leader: 2}, 1},
+		{LeaderHint{TopicID: [16]byte{7}, Partition: 1, Leader: 1}, 2},
+		{LeaderHint{TopicID: [16]byte{9}, Partition: 1}, -1},
+		{LeaderHint{Topic: "x", Partition: 0}, -1},
+		{LeaderHint{Topic: "t", Partition: 5}, -1},
+	} {
+		if got := s.HintLeader(tc.h); got != tc.want {
+			t.Errorf("%+v: leader %d, want %d", tc.h, got, tc.want)
+		}
+	}
+}
