@@ -19,7 +19,8 @@ import (
 // fetchProxy is a dialer whose connections pass requests through
 // untouched and rewrite Fetch responses (kfake never names a preferred
 // read replica, and its control functions can only replace a response,
-// not edit the one it would give). It owns the frame layer: it reads the
+// not edit the one it would give), and Metadata responses when editMeta
+// is set (kfake gives its brokers no racks). It owns the frame layer: it reads the
 // correlation id, api key and version of every request frame the client
 // writes, and for each response frame to a Fetch it decodes the body with
 // kmsg, lets edit change it, and writes it back framed with the same
@@ -27,8 +28,9 @@ import (
 type fetchProxy struct {
 	addrs map[string]int32 // broker address => node id
 
-	mu      sync.Mutex
-	edit    func(node int32, resp *kmsg.FetchResponse) // under mu
+	mu       sync.Mutex
+	edit     func(node int32, resp *kmsg.FetchResponse)    // under mu
+	editMeta func(node int32, resp *kmsg.MetadataResponse) // under mu; nil: Metadata untouched
 	served  map[int32]int                              // node => fetch responses that carried records
 	down    map[int32]bool                             // node => dials fail
 	conns   map[int32][]net.Conn
@@ -140,10 +142,13 @@ func (c *proxyConn) rewrite(body []byte) ([]byte, error) {
 	kv, ok := c.reqs[corr]
 	delete(c.reqs, corr)
 	c.wmu.Unlock()
-	if !ok || kv[0] != kmsg.Fetch.Int16() {
+	c.px.mu.Lock()
+	editMeta := c.px.editMeta != nil
+	c.px.mu.Unlock()
+	if !ok || (kv[0] != kmsg.Fetch.Int16() && (kv[0] != kmsg.Metadata.Int16() || !editMeta)) {
 		return frame(body), nil
 	}
-	resp := kmsg.NewPtrFetchResponse()
+	resp := kmsg.ResponseForKey(kv[0])
 	resp.SetVersion(kv[1])
 	flexible := resp.IsFlexible()
 	_, rest, err := wire.SplitResponse(body, flexible)
@@ -151,17 +156,22 @@ func (c *proxyConn) rewrite(body []byte) ([]byte, error) {
 		return nil, err
 	}
 	if err := resp.ReadFrom(rest); err != nil {
-		return nil, fmt.Errorf("proxy: undecodable fetch response: %w", err)
+		return nil, fmt.Errorf("proxy: undecodable response to key %d: %w", kv[0], err)
 	}
 	c.px.mu.Lock()
-	if c.px.edit != nil {
-		c.px.edit(c.node, resp)
-	}
-	c.px.fetched[c.node]++
-	for _, t := range resp.Topics {
-		for _, p := range t.Partitions {
-			if len(p.RecordBatches) > 0 {
-				c.px.served[c.node]++
+	switch r := resp.(type) {
+	case *kmsg.MetadataResponse:
+		c.px.editMeta(c.node, r)
+	case *kmsg.FetchResponse:
+		if c.px.edit != nil {
+			c.px.edit(c.node, r)
+		}
+		c.px.fetched[c.node]++
+		for _, t := range r.Topics {
+			for _, p := range t.Partitions {
+				if len(p.RecordBatches) > 0 {
+					c.px.served[c.node]++
+				}
 			}
 		}
 	}
