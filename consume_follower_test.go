@@ -31,10 +31,10 @@ type fetchProxy struct {
 	mu       sync.Mutex
 	edit     func(node int32, resp *kmsg.FetchResponse)    // under mu
 	editMeta func(node int32, resp *kmsg.MetadataResponse) // under mu; nil: Metadata untouched
-	served  map[int32]int                              // node => fetch responses that carried records
-	down    map[int32]bool                             // node => dials fail
-	conns   map[int32][]net.Conn
-	fetched map[int32]int // node => fetch responses seen
+	served   map[int32]int                                 // node => fetch responses that carried records
+	down     map[int32]bool                                // node => dials fail
+	conns    map[int32][]net.Conn
+	fetched  map[int32]int // node => fetch responses seen
 }
 
 func (px *fetchProxy) dial(ctx context.Context, network, addr string) (net.Conn, error) {
