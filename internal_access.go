@@ -14,6 +14,10 @@ func init() {
 		c := client.(*Client)
 		return c.cl, c.log
 	}
+	clientinternal.ReadConfig = func(client any) (string, time.Duration) {
+		c := client.(*Client)
+		return c.cfg.rack, c.cfg.metadataMaxAge
+	}
 	clientinternal.ConsumerSink = func(s any) any {
 		rs := s.(recordSink)
 		return ConsumerOption(func(c *consumerConfig) { c.sink = rs })

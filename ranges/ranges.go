@@ -114,13 +114,68 @@ type Reader struct {
 	closed atomic.Bool
 	reads  atomic.Int64
 	sizes  sync.Map // topic -> *atomic.Int64: wire bytes per offset, learned
+
+	// Follower fetching (KIP-392), with the client's Rack: the leader
+	// may name a replica in the client's rack to read a partition from,
+	// for MetadataMaxAge (the consumer's rules, fetch.ReadReplica).
+	rack       string
+	replicaTTL time.Duration
+	replicas   sync.Map // riffle.TopicPartition -> *partReplica
 }
 
-// NewReader returns a reader using the client's connections.
+// partReplica is a partition's preferred read replica, shared by the
+// Reader's reads of the partition.
+type partReplica struct {
+	mu sync.Mutex
+	rr fetch.ReadReplica
+}
+
+// NewReader returns a reader using the client's connections. With the
+// client's Rack set, it reads a partition from the replica its leader
+// names in that rack (follower fetching, KIP-392), as the consumer does:
+// the preference is shared by the Reader's reads of the partition and
+// holds for the client's MetadataMaxAge. When that replica fails (a
+// connection error, or an error saying it cannot serve the offset), the
+// read goes on at the leader, asked without the rack so that it serves
+// the records itself.
 func NewReader(client *riffle.Client, opts ...Option) *Reader {
 	cfg := newConfig(opts)
 	cl, log := clientinternal.Access(client)
-	return &Reader{cl: cl, log: log, cfg: cfg}
+	rack, ttl := clientinternal.ReadConfig(client)
+	return &Reader{cl: cl, log: log, cfg: cfg, rack: rack, replicaTTL: ttl}
+}
+
+// replica returns rg's partition's preferred read replica state.
+func (r *Reader) replica(rg Range) *partReplica {
+	tp := riffle.TopicPartition{Topic: rg.Topic, Partition: rg.Partition}
+	if v, ok := r.replicas.Load(tp); ok {
+		return v.(*partReplica)
+	}
+	v, _ := r.replicas.LoadOrStore(tp, new(partReplica))
+	return v.(*partReplica)
+}
+
+// target is the node to read the partition from: its preferred read
+// replica while that is valid for the metadata (see fetch.ReadReplica),
+// else its leader.
+func (pr *partReplica) target(snap *cluster.Snapshot, pm cluster.PartitionMeta, now time.Time) int32 {
+	pl := fetch.Placement{Leader: pm.Leader, LeaderEpoch: pm.LeaderEpoch, Replicas: pm.Replicas, Offline: pm.Offline,
+		Known: func(n int32) bool { _, ok := snap.Brokers[n]; return ok }}
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	return pr.rr.Target(pl, now)
+}
+
+func (pr *partReplica) named(node int32, pm cluster.PartitionMeta, now time.Time, ttl time.Duration) bool {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	return pr.rr.Named(node, pm.Leader, pm.LeaderEpoch, now, ttl)
+}
+
+func (pr *partReplica) failed(node int32) {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	pr.rr.Failed(node)
 }
 
 // Close marks the reader closed; reads in progress finish, later ones fail
@@ -148,6 +203,14 @@ func (r *Reader) Read(ctx context.Context, rg Range, fn func(*riffle.Record) err
 	var rec riffle.Record
 	var sink fetch.SliceSink // reused by every fetch of this read
 	est := r.estimate(rg.Topic)
+	// With a rack, the leader may name a replica (answering with no
+	// records); once this read saw that replica fail, it asks the leader
+	// without its rack, so the leader serves it.
+	rack := r.rack
+	var pr *partReplica
+	if rack != "" {
+		pr = r.replica(rg)
+	}
 	for offset < rg.High {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -156,8 +219,19 @@ func (r *Reader) Read(ctx context.Context, rg Range, fn func(*riffle.Record) err
 		if err != nil {
 			return err
 		}
-		resp, err := r.fetchOnce(ctx, pm.Leader, rg, offset, 0, r.fetchSize(est, rg.High-offset))
+		node := pm.Leader
+		if pr != nil {
+			node = pr.target(r.cl.Snapshot(), pm, time.Now())
+		}
+		fromReplica := node != pm.Leader
+		resp, err := r.fetchOnce(ctx, node, rack, rg, offset, 0, r.fetchSize(est, rg.High-offset))
 		if err != nil {
+			if fromReplica {
+				// Back to the leader, for this read and the next.
+				pr.failed(node)
+				pr, rack = nil, ""
+				continue
+			}
 			if !errs.IsRetriable(err) {
 				return err
 			}
@@ -172,9 +246,19 @@ func (r *Reader) Read(ctx context.Context, rg Range, fn func(*riffle.Record) err
 		res := fetch.DecodePartitionTo(resp, offset, opts, &sink)
 		res.Records = sink.Records
 		learn(est, res.Bytes, res.NextOffset-offset)
+		if pr != nil && res.Err == nil && res.PreferredReplica >= 0 && !fromReplica &&
+			pr.named(res.PreferredReplica, pm, time.Now(), r.replicaTTL) && len(res.Records) == 0 {
+			continue // the leader named a replica instead of answering: ask it
+		}
 		if res.Err != nil {
 			var ke *kafkaerr.Error
 			switch {
+			case fromReplica && errors.As(res.Err, &ke) && fetch.ReplicaError(ke.Code) && len(res.Records) == 0:
+				// The replica cannot serve the offset (not caught up,
+				// not a replica any more, ...): the leader decides.
+				pr.failed(node)
+				pr, rack = nil, ""
+				continue
 			case errors.As(res.Err, &ke) && ke.Code == kafkaerr.OffsetOutOfRange:
 				if res.LogStart > offset {
 					return fmt.Errorf("%w: %s, log starts at %d", ErrBelowLogStart, rg, res.LogStart)
@@ -307,16 +391,17 @@ func (r *Reader) fetchSize(est *atomic.Int64, left int64) int32 {
 	return int32(max(want, minFetch))
 }
 
-// fetchOnce fetches one partition at offset on the leader's read
-// connection, without a fetch session (reads are short-lived), asking for
-// up to maxBytes.
-func (r *Reader) fetchOnce(ctx context.Context, leader int32, rg Range, offset int64, wait time.Duration, maxBytes int32) (*kmsg.FetchResponseTopicPartition, error) {
+// fetchOnce fetches one partition at offset on node's read connection (the
+// leader's or the preferred read replica's), without a fetch session
+// (reads are short-lived), asking for up to maxBytes.
+func (r *Reader) fetchOnce(ctx context.Context, node int32, rack string, rg Range, offset int64, wait time.Duration, maxBytes int32) (*kmsg.FetchResponseTopicPartition, error) {
 	req := kmsg.NewPtrFetchRequest()
 	req.ReplicaID = -1
 	req.MaxWaitMillis = int32(wait.Milliseconds())
 	req.MinBytes = 1
 	req.MaxBytes = maxBytes
 	req.SessionEpoch = -1
+	req.Rack = rack // v11+: the leader may name a replica in this rack
 	if r.cfg.readCommitted {
 		req.IsolationLevel = 1
 	}
@@ -330,7 +415,7 @@ func (r *Reader) fetchOnce(ctx context.Context, leader int32, rg Range, offset i
 	p.LogStartOffset = -1
 	t.Partitions = append(t.Partitions, p)
 	req.Topics = append(req.Topics, t)
-	resp, err := r.cl.Request(ctx, leader, cluster.ClassRead, req)
+	resp, err := r.cl.Request(ctx, node, cluster.ClassRead, req)
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,10 @@ import (
 // (passed as any to avoid an import cycle).
 var Access func(client any) (*cluster.Cluster, *slog.Logger)
 
+// ReadConfig returns a *riffle.Client's rack (Rack, "" when unset) and
+// MetadataMaxAge: follower fetching by riffle/ranges.
+var ReadConfig func(client any) (rack string, metadataMaxAge time.Duration)
+
 // ConsumerSink returns a riffle.ConsumerOption (as any) that makes the
 // consumer hand its records to s, a sink.Sink[*riffle.Record], instead of
 // a handler. Used by riffle/process.

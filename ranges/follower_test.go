@@ -1,0 +1,141 @@
+package ranges_test
+
+import (
+	"sync"
+	"testing"
+
+	"github.com/riffle-go/riffle"
+	"github.com/riffle-go/riffle/ranges"
+	"github.com/riffle-go/riffle/rifftest"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// TestReaderFollowerFetching (KIP-392): a Reader whose client has a Rack
+// reads from the replica the leader names for that rack, keeps reading
+// there (the leader is asked once), and goes back to the leader, without
+// its rack, when the replica fails. kfake names no preferred replica, so
+// a control function answers for the leader as Kafka's rack-aware
+// selector does: no records, the replica named. The replica is a kfake
+// follower allowed to serve the partition.
+func TestReaderFollowerFetching(t *testing.T) {
+	c, cl := setup(t, rifftest.Brokers(3), rifftest.Topic("t", 1))
+	produce(t, cl, "t", 0, 500, nil)
+	kf := c.Kfake()
+	leader := kf.LeaderFor("t", 0)
+	follower := (leader + 1) % 3
+	kf.SetFollowers("t", 0, []int32{follower})
+
+	type fetchSeen struct {
+		node int32
+		rack string
+	}
+	var (
+		mu         sync.Mutex
+		seen       []fetchSeen
+		failFollow bool
+	)
+	kf.ControlKey(kmsg.Fetch.Int16(), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		kf.KeepControl()
+		req := kr.(*kmsg.FetchRequest)
+		node := kf.CurrentNode()
+		mu.Lock()
+		seen = append(seen, fetchSeen{node, req.Rack})
+		fail := failFollow
+		mu.Unlock()
+		switch {
+		case node == leader && req.Rack == "rb":
+			resp := req.ResponseKind().(*kmsg.FetchResponse)
+			for _, rt := range req.Topics {
+				st := kmsg.NewFetchResponseTopic()
+				st.Topic = rt.Topic
+				for _, rp := range rt.Partitions {
+					sp := kmsg.NewFetchResponseTopicPartition()
+					sp.Partition = rp.Partition
+					sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = 500, 500, 0
+					sp.PreferredReadReplica = follower
+					st.Partitions = append(st.Partitions, sp)
+				}
+				resp.Topics = append(resp.Topics, st)
+			}
+			return resp, nil, true
+		case node == follower && fail:
+			resp := req.ResponseKind().(*kmsg.FetchResponse)
+			for _, rt := range req.Topics {
+				st := kmsg.NewFetchResponseTopic()
+				st.Topic = rt.Topic
+				for _, rp := range rt.Partitions {
+					sp := kmsg.NewFetchResponseTopicPartition()
+					sp.Partition = rp.Partition
+					sp.ErrorCode = 6 // NOT_LEADER_OR_FOLLOWER: no longer a replica
+					sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
+					st.Partitions = append(st.Partitions, sp)
+				}
+				resp.Topics = append(resp.Topics, st)
+			}
+			return resp, nil, true
+		}
+		return nil, nil, false
+	})
+	count := func() (leaderRack, leaderNoRack, fromFollower int) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, f := range seen {
+			switch {
+			case f.node == leader && f.rack == "rb":
+				leaderRack++
+			case f.node == leader:
+				leaderNoRack++
+			case f.node == follower:
+				fromFollower++
+			}
+		}
+		seen = seen[:0]
+		return
+	}
+	exact := func(r *ranges.Reader, low, high int64) {
+		t.Helper()
+		offs, err := collect(t, r, ranges.Range{Topic: "t", Partition: 0, Low: low, High: high})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if int64(len(offs)) != high-low {
+			t.Fatalf("[%d, %d): %d records", low, high, len(offs))
+		}
+		for i, o := range offs {
+			if o != low+int64(i) {
+				t.Fatalf("[%d, %d): record %d has offset %d", low, high, i, o)
+			}
+		}
+	}
+
+	// Without a rack: the leader only.
+	plain := ranges.NewReader(cl, ranges.FetchBytes(16<<10))
+	defer plain.Close()
+	exact(plain, 0, 500)
+	if lr, ln, ff := count(); lr != 0 || ln == 0 || ff != 0 {
+		t.Fatalf("without a rack: %d fetches from the leader with a rack, %d without, %d from the follower", lr, ln, ff)
+	}
+
+	rackCl, err := riffle.NewClient(riffle.SeedBrokers(c.Addrs()...), riffle.Rack("rb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rackCl.Close()
+	r := ranges.NewReader(rackCl, ranges.FetchBytes(16<<10)) // several fetches a range
+	defer r.Close()
+	exact(r, 0, 300)
+	exact(r, 300, 500) // the preference holds across reads
+	if lr, ln, ff := count(); lr != 1 || ln != 0 || ff < 2 {
+		t.Fatalf("with rack rb: %d fetches from the leader with the rack (want 1), %d without (want 0), %d from the follower (want several)", lr, ln, ff)
+	}
+
+	// The replica stops serving the partition: the read goes on at the
+	// leader, which, asked without the rack, serves it.
+	mu.Lock()
+	failFollow = true
+	mu.Unlock()
+	exact(r, 0, 500)
+	if lr, ln, ff := count(); ff != 1 || ln == 0 || lr != 0 {
+		t.Fatalf("after the follower failed: %d fetches from the follower (want 1), %d from the leader without the rack (want some), %d with it (want 0)", ff, ln, lr)
+	}
+}
