@@ -113,11 +113,33 @@ func TestBoundedUntil(t *testing.T) {
 // read runs starts at its end when discovered: records written to it
 // before discovery are skipped, later ones are read (the starting offset
 // is committed to the group at discovery, which tells the test when that
-// was). Partitions that existed at the start are read from their earliest
-// offset (the start spec) as before. The partition is created and
-// written to right after the first discovery round, well within the
-// discovery interval, so it is discovered with those records in it.
-func TestUnboundedNewPartitionsStartLatest(t *testing.T) {
+// was). With NewPartitionsStartTime(t0) it starts at its first record
+// stamped t0 or later, among those written before discovery. Partitions
+// that existed at the start are read from their earliest offset (the
+// start spec) as before. The partition is created and written to right
+// after the first discovery round, well within the discovery interval,
+// so it is discovered with those records in it.
+func TestUnboundedNewPartitionsStart(t *testing.T) {
+	t0 := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
+	for _, tc := range []struct {
+		name  string
+		opt   ReadOption
+		stamp func(i int) time.Time // the timestamp of the new partition's record i (offset i-60) written before discovery
+		start int64                 // the new partition's starting offset
+	}{
+		{"latest", NewPartitionsStartLatest(), func(int) time.Time { return time.Time{} }, 10},
+		{"time", NewPartitionsStartTime(t0), func(i int) time.Time {
+			if i < 65 {
+				return t0.Add(-time.Minute) // offsets 0-4: before t0
+			}
+			return t0.Add(time.Second)
+		}, 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testNewPartitionsStart(t, tc.opt, tc.stamp, tc.start) })
+	}
+}
+
+func testNewPartitionsStart(t *testing.T, opt ReadOption, stamp func(int) time.Time, wantStart int64) {
 	ctx := testCtx(t)
 	brokers, cl := cluster(t, "events", 3)
 	produce(t, ctx, cl, "events", 0, 30, time.Time{})
@@ -127,7 +149,7 @@ func TestUnboundedNewPartitionsStartLatest(t *testing.T) {
 	first := c.waitFor(30)
 	p, s := beam.NewPipelineWithRoot()
 	recs := Read(s, brokers, []string{"events"}, Unbounded(), Until(until), Group("etl"), CommitOffsets(),
-		NewPartitionsStartLatest(), PollInterval(50*time.Millisecond), DiscoveryInterval(3*time.Second))
+		opt, PollInterval(50*time.Millisecond), DiscoveryInterval(3*time.Second))
 	beam.ParDo0(s, &collectFn{Name: name}, recs)
 	done := make(chan error, 1)
 	go func() { done <- run(t, ctx, p) }()
@@ -161,12 +183,12 @@ func TestUnboundedNewPartitionsStartLatest(t *testing.T) {
 		t.Helper()
 		for i := from; i < to; i++ {
 			v := []byte{byte('0' + i/10), byte('0' + i%10)}
-			if err := pr.ProduceSync(ctx, &riffle.Record{Topic: "events", Partition: 3, Key: append([]byte("k"), v...), Value: v}); err != nil {
+			if err := pr.ProduceSync(ctx, &riffle.Record{Topic: "events", Partition: 3, Key: append([]byte("k"), v...), Value: v, Timestamp: stamp(i)}); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	produce3(60, 70) // offsets 0-9: before discovery, skipped
+	produce3(60, 70) // offsets 0-9: before discovery; those before wantStart are skipped
 
 	// Discovery commits the new partition's starting offset.
 	var start int64 = -1
@@ -187,10 +209,10 @@ func TestUnboundedNewPartitionsStartLatest(t *testing.T) {
 			t.Fatalf("new partition never discovered: %v", ctx.Err())
 		}
 	}
-	if start != 10 {
-		t.Fatalf("new partition starts at %d, want 10 (its end when discovered)", start)
+	if start != wantStart {
+		t.Fatalf("new partition starts at %d, want %d", start, wantStart)
 	}
-	second := c.waitFor(30 + 5)
+	second := c.waitFor(30 + int(10-wantStart) + 5)
 	produce3(70, 75) // offsets 10-14: after discovery, read
 	wait(second, "reading the records produced on the new partition after discovery")
 
@@ -211,5 +233,5 @@ func TestUnboundedNewPartitionsStartLatest(t *testing.T) {
 	for part := range hw {
 		hw[part]-- // the end records are not read
 	}
-	checkExactly(t, c, "events", map[int32]int64{3: 10}, hw)
+	checkExactly(t, c, "events", map[int32]int64{3: wantStart}, hw)
 }
