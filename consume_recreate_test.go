@@ -156,7 +156,7 @@ func TestTopicRecreatedWhileFetchingByID(t *testing.T) {
 	// INCONSISTENT_TOPIC_ID once the name has a new id (should the held
 	// fetch be answered after the create after all); Kafka answers
 	// UNKNOWN_TOPIC_ID. Each is the old-id path.
-	if !fetchErrs.saw(ErrUnknownTopicOrPartition) && !fetchErrs.saw(KafkaErrorForCode(110)) && !fetchErrs.saw(KafkaErrorForCode(100)) {
+	if !fetchErrs.saw(ErrUnknownTopicOrPartition) && !fetchErrs.saw(KafkaErrorForCode(103)) && !fetchErrs.saw(KafkaErrorForCode(100)) {
 		t.Errorf("no fetch of r[0] was refused for the old id after the delete (errors seen: %v)", fetchErrs.all())
 	}
 	if newID == oldID || ids[oldID] == 0 || ids[newID] == 0 {

@@ -1,6 +1,7 @@
 package ranges_test
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 
@@ -33,6 +34,8 @@ func TestReaderFollowerFetching(t *testing.T) {
 		mu         sync.Mutex
 		seen       []fetchSeen
 		failFollow bool
+		lagFollow  bool       // the follower has none of the records yet
+		name       = follower // the replica the leader names
 	)
 	kf.ControlKey(kmsg.Fetch.Int16(), func(kr kmsg.Request) (kmsg.Response, error, bool) {
 		kf.KeepControl()
@@ -40,7 +43,7 @@ func TestReaderFollowerFetching(t *testing.T) {
 		node := kf.CurrentNode()
 		mu.Lock()
 		seen = append(seen, fetchSeen{node, req.Rack})
-		fail := failFollow
+		fail, lag, named := failFollow, lagFollow, name
 		mu.Unlock()
 		switch {
 		case node == leader && req.Rack == "rb":
@@ -52,13 +55,13 @@ func TestReaderFollowerFetching(t *testing.T) {
 					sp := kmsg.NewFetchResponseTopicPartition()
 					sp.Partition = rp.Partition
 					sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = 500, 500, 0
-					sp.PreferredReadReplica = follower
+					sp.PreferredReadReplica = named
 					st.Partitions = append(st.Partitions, sp)
 				}
 				resp.Topics = append(resp.Topics, st)
 			}
 			return resp, nil, true
-		case node == follower && fail:
+		case node == follower && (fail || lag):
 			resp := req.ResponseKind().(*kmsg.FetchResponse)
 			for _, rt := range req.Topics {
 				st := kmsg.NewFetchResponseTopic()
@@ -66,8 +69,12 @@ func TestReaderFollowerFetching(t *testing.T) {
 				for _, rp := range rt.Partitions {
 					sp := kmsg.NewFetchResponseTopicPartition()
 					sp.Partition = rp.Partition
-					sp.ErrorCode = 6 // NOT_LEADER_OR_FOLLOWER: no longer a replica
-					sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
+					if fail {
+						sp.ErrorCode = 6 // NOT_LEADER_OR_FOLLOWER: no longer a replica
+						sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
+					} else {
+						sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = 0, 0, 0 // no error, no records
+					}
 					st.Partitions = append(st.Partitions, sp)
 				}
 				resp.Topics = append(resp.Topics, st)
@@ -128,6 +135,66 @@ func TestReaderFollowerFetching(t *testing.T) {
 	if lr, ln, ff := count(); lr != 1 || ln != 0 || ff < 2 {
 		t.Fatalf("with rack rb: %d fetches from the leader with the rack (want 1), %d without (want 0), %d from the follower (want several)", lr, ln, ff)
 	}
+
+	// Reads of the partition at once, on a Reader with no preference yet:
+	// each first asks the leader, which names the same replica to all;
+	// only the first naming changes the shared preference, and every read
+	// must still follow it.
+	fresh := ranges.NewReader(rackCl, ranges.FetchBytes(16<<10))
+	defer fresh.Close()
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for i := range 8 {
+		wg.Go(func() {
+			low := int64(i * 50)
+			offs, err := collect(t, fresh, ranges.Range{Topic: "t", Partition: 0, Low: low, High: low + 100})
+			if err == nil && len(offs) != 100 {
+				err = fmt.Errorf("[%d, %d): %d records", low, low+100, len(offs))
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("concurrent reads: %v", err)
+		}
+	}
+	if lr, ln, ff := count(); lr == 0 || ln != 0 || ff < 8 {
+		t.Fatalf("concurrent reads: %d fetches from the leader with the rack, %d without (want 0), %d from the follower (want 8 or more)", lr, ln, ff)
+	}
+
+	// The leader names a broker the metadata does not know: the read
+	// cannot follow it, and asks the leader again without the rack
+	// instead of asking it with the rack over and over.
+	mu.Lock()
+	name = 7
+	mu.Unlock()
+	unknown := ranges.NewReader(rackCl, ranges.FetchBytes(16<<10))
+	defer unknown.Close()
+	exact(unknown, 0, 500)
+	if lr, ln, ff := count(); lr != 1 || ln == 0 || ff != 0 {
+		t.Fatalf("an unknown replica named: %d fetches from the leader with the rack (want 1), %d without (want some), %d from the follower (want 0)", lr, ln, ff)
+	}
+	mu.Lock()
+	name = follower
+	mu.Unlock()
+
+	// A replica that lags answers with no records and no error: only the
+	// leader says where the data ends, so the read goes on there.
+	mu.Lock()
+	lagFollow = true
+	mu.Unlock()
+	lagging := ranges.NewReader(rackCl, ranges.FetchBytes(16<<10))
+	defer lagging.Close()
+	exact(lagging, 0, 500)
+	if lr, ln, ff := count(); lr != 1 || ln == 0 || ff != 1 {
+		t.Fatalf("a lagging replica: %d fetches from the leader with the rack (want 1), %d without (want some), %d from the follower (want 1)", lr, ln, ff)
+	}
+	mu.Lock()
+	lagFollow = false
+	mu.Unlock()
 
 	// The replica stops serving the partition: the read goes on at the
 	// leader, which, asked without the rack, serves it.

@@ -211,6 +211,15 @@ func (r *Reader) Read(ctx context.Context, rg Range, fn func(*riffle.Record) err
 	if rack != "" {
 		pr = r.replica(rg)
 	}
+	// leaveReplica ends follower fetching for the rest of this read,
+	// clearing the shared preference for node (-1: none).
+	leaveReplica := func(node int32) {
+		if node >= 0 {
+			pr.failed(node)
+		}
+		pr, rack = nil, ""
+	}
+	followed := false // the last fetch went to the leader, which named a replica
 	for offset < rg.High {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -222,14 +231,20 @@ func (r *Reader) Read(ctx context.Context, rg Range, fn func(*riffle.Record) err
 		node := pm.Leader
 		if pr != nil {
 			node = pr.target(r.cl.Snapshot(), pm, time.Now())
+			if followed && node == pm.Leader {
+				// The replica the leader just named is not usable
+				// here (the metadata does not list it, or lists it
+				// offline): asking again would loop.
+				leaveReplica(-1)
+			}
 		}
+		followed = false
 		fromReplica := node != pm.Leader
 		resp, err := r.fetchOnce(ctx, node, rack, rg, offset, 0, r.fetchSize(est, rg.High-offset))
 		if err != nil {
-			if fromReplica {
+			if fromReplica && ctx.Err() == nil {
 				// Back to the leader, for this read and the next.
-				pr.failed(node)
-				pr, rack = nil, ""
+				leaveReplica(node)
 				continue
 			}
 			if !errs.IsRetriable(err) {
@@ -246,9 +261,14 @@ func (r *Reader) Read(ctx context.Context, rg Range, fn func(*riffle.Record) err
 		res := fetch.DecodePartitionTo(resp, offset, opts, &sink)
 		res.Records = sink.Records
 		learn(est, res.Bytes, res.NextOffset-offset)
-		if pr != nil && res.Err == nil && res.PreferredReplica >= 0 && !fromReplica &&
-			pr.named(res.PreferredReplica, pm, time.Now(), r.replicaTTL) && len(res.Records) == 0 {
-			continue // the leader named a replica instead of answering: ask it
+		if pr != nil && res.Err == nil && res.PreferredReplica >= 0 && !fromReplica {
+			pr.named(res.PreferredReplica, pm, time.Now(), r.replicaTTL)
+			if res.PreferredReplica != pm.Leader && len(res.Records) == 0 {
+				// The leader named a replica instead of answering
+				// (perhaps one another read already follows): ask it.
+				followed = true
+				continue
+			}
 		}
 		if res.Err != nil {
 			var ke *kafkaerr.Error
@@ -256,8 +276,7 @@ func (r *Reader) Read(ctx context.Context, rg Range, fn func(*riffle.Record) err
 			case fromReplica && errors.As(res.Err, &ke) && fetch.ReplicaError(ke.Code) && len(res.Records) == 0:
 				// The replica cannot serve the offset (not caught up,
 				// not a replica any more, ...): the leader decides.
-				pr.failed(node)
-				pr, rack = nil, ""
+				leaveReplica(node)
 				continue
 			case errors.As(res.Err, &ke) && ke.Code == kafkaerr.OffsetOutOfRange:
 				if res.LogStart > offset {
@@ -303,6 +322,12 @@ func (r *Reader) Read(ctx context.Context, rg Range, fn func(*riffle.Record) err
 		if res.NextOffset > offset {
 			offset = res.NextOffset
 			failures = 0
+			continue
+		}
+		if fromReplica {
+			// A replica may lag the leader: only the leader says
+			// where the data ends.
+			leaveReplica(node)
 			continue
 		}
 		// No progress: nothing at or after offset below the high

@@ -1,6 +1,7 @@
 package riffbeam
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -174,18 +175,27 @@ func testNewPartitionsStart(t *testing.T, opt ReadOption, stamp func(int) time.T
 		t.Fatal(err)
 	}
 	defer cl2.Close()
-	pr, err := riffle.NewProducer(cl2, riffle.WithPartitioner(riffle.ManualPartitioner()))
+	// A long linger and a Flush: the records of one produce3 go in one
+	// batch, so a discovery round sees all of them or none.
+	pr, err := riffle.NewProducer(cl2, riffle.WithPartitioner(riffle.ManualPartitioner()), riffle.Linger(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer pr.Close(ctx)
 	produce3 := func(from, to int) {
 		t.Helper()
+		var failed atomic.Int32
 		for i := from; i < to; i++ {
 			v := []byte{byte('0' + i/10), byte('0' + i%10)}
-			if err := pr.ProduceSync(ctx, &riffle.Record{Topic: "events", Partition: 3, Key: append([]byte("k"), v...), Value: v, Timestamp: stamp(i)}); err != nil {
-				t.Fatal(err)
-			}
+			pr.Produce(ctx, &riffle.Record{Topic: "events", Partition: 3, Key: append([]byte("k"), v...), Value: v, Timestamp: stamp(i)}, func(_ *riffle.Record, err error) {
+				if err != nil {
+					failed.Add(1)
+					t.Error(err)
+				}
+			})
+		}
+		if err := pr.Flush(ctx); err != nil || failed.Load() != 0 {
+			t.Fatalf("producing to the new partition: %v", err)
 		}
 	}
 	produce3(60, 70) // offsets 0-9: before discovery; those before wantStart are skipped
