@@ -45,41 +45,37 @@ func TestReaderFollowerFetching(t *testing.T) {
 		seen = append(seen, fetchSeen{node, req.Rack})
 		fail, lag, named := failFollow, lagFollow, name
 		mu.Unlock()
+		// answer builds the response for every requested partition.
+		answer := func(edit func(*kmsg.FetchResponseTopicPartition)) (kmsg.Response, error, bool) {
+			resp := req.ResponseKind().(*kmsg.FetchResponse)
+			for _, rt := range req.Topics {
+				st := kmsg.NewFetchResponseTopic()
+				st.Topic = rt.Topic
+				for _, rp := range rt.Partitions {
+					sp := kmsg.NewFetchResponseTopicPartition()
+					sp.Partition = rp.Partition
+					edit(&sp)
+					st.Partitions = append(st.Partitions, sp)
+				}
+				resp.Topics = append(resp.Topics, st)
+			}
+			return resp, nil, true
+		}
 		switch {
 		case node == leader && req.Rack == "rb":
-			resp := req.ResponseKind().(*kmsg.FetchResponse)
-			for _, rt := range req.Topics {
-				st := kmsg.NewFetchResponseTopic()
-				st.Topic = rt.Topic
-				for _, rp := range rt.Partitions {
-					sp := kmsg.NewFetchResponseTopicPartition()
-					sp.Partition = rp.Partition
-					sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = 500, 500, 0
-					sp.PreferredReadReplica = named
-					st.Partitions = append(st.Partitions, sp)
-				}
-				resp.Topics = append(resp.Topics, st)
-			}
-			return resp, nil, true
-		case node == follower && (fail || lag):
-			resp := req.ResponseKind().(*kmsg.FetchResponse)
-			for _, rt := range req.Topics {
-				st := kmsg.NewFetchResponseTopic()
-				st.Topic = rt.Topic
-				for _, rp := range rt.Partitions {
-					sp := kmsg.NewFetchResponseTopicPartition()
-					sp.Partition = rp.Partition
-					if fail {
-						sp.ErrorCode = 6 // NOT_LEADER_OR_FOLLOWER: no longer a replica
-						sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
-					} else {
-						sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = 0, 0, 0 // no error, no records
-					}
-					st.Partitions = append(st.Partitions, sp)
-				}
-				resp.Topics = append(resp.Topics, st)
-			}
-			return resp, nil, true
+			return answer(func(sp *kmsg.FetchResponseTopicPartition) {
+				sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = 500, 500, 0
+				sp.PreferredReadReplica = named
+			})
+		case node == follower && fail:
+			return answer(func(sp *kmsg.FetchResponseTopicPartition) {
+				sp.ErrorCode = 6 // NOT_LEADER_OR_FOLLOWER: no longer a replica
+				sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
+			})
+		case node == follower && lag:
+			return answer(func(sp *kmsg.FetchResponseTopicPartition) {
+				sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = 0, 0, 0 // no error, no records
+			})
 		}
 		return nil, nil, false
 	})
@@ -165,36 +161,37 @@ func TestReaderFollowerFetching(t *testing.T) {
 		t.Fatalf("concurrent reads: %d fetches from the leader with the rack, %d without (want 0), %d from the follower (want 8 or more)", lr, ln, ff)
 	}
 
+	// Each case: a fresh Reader (no preference yet) reads the whole
+	// partition while the fake misbehaves as set; want are the fetches
+	// from the leader with the rack and from the follower (those from the
+	// leader without the rack must be some).
+	misbehaving := func(what string, set func(on bool), wantRack, wantFollower int) {
+		t.Helper()
+		mu.Lock()
+		set(true)
+		mu.Unlock()
+		fresh := ranges.NewReader(rackCl, ranges.FetchBytes(16<<10))
+		defer fresh.Close()
+		exact(fresh, 0, 500)
+		if lr, ln, ff := count(); lr != wantRack || ln == 0 || ff != wantFollower {
+			t.Fatalf("%s: %d fetches from the leader with the rack (want %d), %d without (want some), %d from the follower (want %d)", what, lr, wantRack, ln, ff, wantFollower)
+		}
+		mu.Lock()
+		set(false)
+		mu.Unlock()
+	}
 	// The leader names a broker the metadata does not know: the read
 	// cannot follow it, and asks the leader again without the rack
 	// instead of asking it with the rack over and over.
-	mu.Lock()
-	name = 7
-	mu.Unlock()
-	unknown := ranges.NewReader(rackCl, ranges.FetchBytes(16<<10))
-	defer unknown.Close()
-	exact(unknown, 0, 500)
-	if lr, ln, ff := count(); lr != 1 || ln == 0 || ff != 0 {
-		t.Fatalf("an unknown replica named: %d fetches from the leader with the rack (want 1), %d without (want some), %d from the follower (want 0)", lr, ln, ff)
-	}
-	mu.Lock()
-	name = follower
-	mu.Unlock()
-
+	misbehaving("an unknown replica named", func(on bool) {
+		name = follower
+		if on {
+			name = 7
+		}
+	}, 1, 0)
 	// A replica that lags answers with no records and no error: only the
 	// leader says where the data ends, so the read goes on there.
-	mu.Lock()
-	lagFollow = true
-	mu.Unlock()
-	lagging := ranges.NewReader(rackCl, ranges.FetchBytes(16<<10))
-	defer lagging.Close()
-	exact(lagging, 0, 500)
-	if lr, ln, ff := count(); lr != 1 || ln == 0 || ff != 1 {
-		t.Fatalf("a lagging replica: %d fetches from the leader with the rack (want 1), %d without (want some), %d from the follower (want 1)", lr, ln, ff)
-	}
-	mu.Lock()
-	lagFollow = false
-	mu.Unlock()
+	misbehaving("a lagging replica", func(on bool) { lagFollow = on }, 1, 1)
 
 	// The replica stops serving the partition: the read goes on at the
 	// leader, which, asked without the rack, serves it.
