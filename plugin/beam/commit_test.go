@@ -123,14 +123,7 @@ func TestFailedFinalizationCommitRetriedByTheNext(t *testing.T) {
 	}
 	defer fn.Teardown()
 	var bf finalizations
-	cons := joinGroup(t, ctx, brokers, "etl", "events")
-	fn.finalize(&bf, partition{Topic: "events", Partition: 0}, 0, 10)
-	if err := bf.fns[0](); !errors.Is(err, riffle.ErrGroupActive) {
-		t.Fatalf("commit to an active group: %v", err)
-	}
-	if _, err := cons.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
+	failFinalization(t, ctx, brokers, fn, &bf)
 	fn.finalize(&bf, partition{Topic: "events", Partition: 1}, 0, 4)
 	if err := bf.fns[1](); err != nil {
 		t.Fatal(err)
@@ -143,6 +136,21 @@ func TestFailedFinalizationCommitRetriedByTheNext(t *testing.T) {
 		if o := got[riffle.TopicPartition{Topic: "events", Partition: p}].Offset; o != want {
 			t.Errorf("events[%d]: committed %d, want %d", p, o, want)
 		}
+	}
+}
+
+// failFinalization finalizes events[0] [0, 10) while another member holds
+// group etl, so that its commit fails with ErrGroupActive (bf.fns[0]), and
+// then lets the group go.
+func failFinalization(t *testing.T, ctx context.Context, brokers []string, fn *readFn, bf *finalizations) {
+	t.Helper()
+	cons := joinGroup(t, ctx, brokers, "etl", "events")
+	fn.finalize(bf, partition{Topic: "events", Partition: 0}, 0, 10)
+	if err := bf.fns[0](); !errors.Is(err, riffle.ErrGroupActive) {
+		t.Fatalf("commit to an active group: %v", err)
+	}
+	if _, err := cons.Close(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -161,14 +169,7 @@ func TestFailedFinalizationCommittedAtTeardown(t *testing.T) {
 		t.Fatal(err)
 	}
 	var bf finalizations
-	cons := joinGroup(t, ctx, brokers, "etl", "events")
-	fn.finalize(&bf, partition{Topic: "events", Partition: 0}, 0, 10)
-	if err := bf.fns[0](); !errors.Is(err, riffle.ErrGroupActive) {
-		t.Fatalf("commit to an active group: %v", err)
-	}
-	if _, err := cons.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
+	failFinalization(t, ctx, brokers, fn, &bf)
 	committed := func() int64 {
 		got, err := cl.Admin().FetchOffsets(ctx, "etl")
 		if err != nil {
