@@ -376,12 +376,15 @@ func (a *Admin) DescribeTopicConfigs(ctx context.Context, topics ...string) ([]T
 // cluster-wide default configs. Each broker is asked about itself (only
 // it can answer); the default, of any broker.
 func (a *Admin) DescribeBrokerConfigs(ctx context.Context, brokers ...int32) ([]BrokerConfigs, error) {
-	return a.describePerBroker(ctx, brokers, brokerResource, func(b int32) error {
-		if b < 0 && b != DefaultBroker {
-			return fmt.Errorf("%w: broker id %d (DefaultBroker, -1, names the cluster-wide default)", ErrInvalidConfig, b)
-		}
-		return nil
-	})
+	return a.describePerBroker(ctx, brokers, brokerResource, checkConfigBroker)
+}
+
+// checkConfigBroker refuses a negative broker id other than DefaultBroker.
+func checkConfigBroker(b int32) error {
+	if b < 0 && b != DefaultBroker {
+		return fmt.Errorf("%w: broker id %d (DefaultBroker, -1, names the cluster-wide default)", ErrInvalidConfig, b)
+	}
+	return nil
 }
 
 // describePerBroker describes the resource res names for each distinct
@@ -578,10 +581,7 @@ func (a *Admin) IncrementalAlterBrokerConfigs(ctx context.Context, changes ...Br
 
 func (a *Admin) incrementalAlterBrokerConfigs(ctx context.Context, changes []BrokerConfigChange, validateOnly bool) (BrokerResults, error) {
 	return a.alterPerBroker(ctx, changes, validateOnly, brokerResource, func(ch BrokerConfigChange) error {
-		if ch.Broker < 0 && ch.Broker != DefaultBroker {
-			return fmt.Errorf("%w: broker id %d (DefaultBroker, -1, names the cluster-wide default)", ErrInvalidConfig, ch.Broker)
-		}
-		return nil
+		return checkConfigBroker(ch.Broker)
 	})
 }
 

@@ -21,8 +21,12 @@ import (
 type limiter struct {
 	bytes, recs atomic.Int64
 	maxB, maxR  int64
-	cur         atomic.Pointer[flushGen]
-	waiters     atomic.Int32 // goroutines that may be waiting on changed
+	// outcomes: count records without an outcome apart (flushGen.out),
+	// for a transactional producer's abort; others skip that atomic per
+	// record.
+	outcomes bool
+	cur      atomic.Pointer[flushGen]
+	waiters  atomic.Int32 // goroutines that may be waiting on changed
 
 	mu      sync.Mutex
 	changed chan struct{}
@@ -31,14 +35,15 @@ type limiter struct {
 
 // flushGen counts the unfinished records of one flush generation: the
 // records produced between two Flush calls. out counts those without an
-// outcome yet; n those whose callbacks have not returned yet (n >= out).
+// outcome yet (only when the limiter counts outcomes: a transactional
+// producer); n those whose callbacks have not returned yet (n >= out).
 // Flush and a transaction's commit wait for n, so they return after the
 // callbacks; an abort fails the unsent records and waits only for out, so
 // a callback may abort its transaction.
 type flushGen struct{ n, out atomic.Int64 }
 
-func (l *limiter) init(maxB, maxR int64) {
-	l.maxB, l.maxR = maxB, maxR
+func (l *limiter) init(maxB, maxR int64, outcomes bool) {
+	l.maxB, l.maxR, l.outcomes = maxB, maxR, outcomes
 	l.changed = make(chan struct{})
 	l.cur.Store(new(flushGen))
 }
@@ -77,7 +82,9 @@ func (l *limiter) acquire(ctx context.Context, n int64, failFast bool) (*flushGe
 func (l *limiter) join() *flushGen {
 	g := l.cur.Load()
 	g.n.Add(1)
-	g.out.Add(1)
+	if l.outcomes {
+		g.out.Add(1)
+	}
 	return g
 }
 
@@ -147,6 +154,9 @@ func (l *limiter) free(n, recs int64) {
 // outcome counts off k records of g that have their outcome (their
 // callbacks are about to run), waking any abort if none is left.
 func (l *limiter) outcome(g *flushGen, k int64) {
+	if !l.outcomes {
+		return
+	}
 	if g.out.Add(-k) == 0 {
 		l.signal()
 	}
@@ -199,7 +209,7 @@ func (l *limiter) pendingBefore(mark []*flushGen, outcomes bool) (<-chan struct{
 	// to 0 later signals it (outcome, finished).
 	for _, g := range mark {
 		c := &g.n
-		if outcomes {
+		if outcomes && l.outcomes {
 			c = &g.out
 		}
 		if c.Load() > 0 {

@@ -10,7 +10,7 @@ import (
 
 func newTestLimiter(maxB, maxR int64) *limiter {
 	l := new(limiter)
-	l.init(maxB, maxR)
+	l.init(maxB, maxR, true)
 	return l
 }
 

@@ -101,7 +101,7 @@ func NewProducer(c *Client, opts ...ProducerOption) (*Producer, error) {
 		c: c, cl: c.cl, cfg: cfg, life: life, ctx: life.Context(),
 		sinks: map[int32]*sink{},
 	}
-	p.buf.init(cfg.maxBufferedBytes, cfg.maxBufferedRecords)
+	p.buf.init(cfg.maxBufferedBytes, cfg.maxBufferedRecords, cfg.transactionalID != "")
 	empty := map[string]*topicState{}
 	p.topics.Store(&empty)
 	p.id.wake = make(chan struct{}, 1)
@@ -588,7 +588,9 @@ func (p *Producer) finish(b *pbatch, topic string, partition int32, baseOffset i
 	// outcome now (an abort waits for that); they are finished (a Flush or
 	// a commit waits for that) only once their callbacks returned.
 	p.buf.free(bytes, int64(len(b.recs)))
-	p.countGens(b.recs, p.buf.outcome)
+	if p.buf.outcomes {
+		p.countGens(b.recs, p.buf.outcome)
+	}
 	if len(p.batchHks) > 0 {
 		p.batchDone(b, topic, partition, err)
 	}

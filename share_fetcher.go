@@ -990,16 +990,20 @@ func acqRelease(acq share.Acquired, first, last int64) []share.Range {
 func (f *shareFetcher) closeSession(ctx context.Context) {
 	sc := f.sc
 	now := time.Now()
+	open := f.session.Open()
+	var pas []share.PartAcks
 	f.mu.Lock()
 	for _, k := range f.tr.Take(now, share.Queued, share.Running, share.Held) {
 		f.acks.Add(k.TP, k.Offset, share.Release)
 		sc.released.Add(1)
 	}
+	if open {
+		pas = f.acks.Drain()
+	}
 	f.mu.Unlock()
-	if !f.session.Open() {
+	if !open {
 		return // no session: leaving the group releases what we hold
 	}
-	pas, _ := f.drainAcks()
 	pas, _ = share.SplitRenew(pas) // renewing what is being released is moot
 	cn := sc.cl.OpenConn(f.node, cluster.ClassFetch)
 	if cn == nil {

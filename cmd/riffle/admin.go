@@ -553,20 +553,18 @@ func (a *app) alterConfigs(target *configTarget, broker int32, isBroker bool, op
 	}
 	adm := cl.Admin()
 	what := "altering configs"
-	alterBroker, alterTopic := adm.IncrementalAlterBrokerConfigs, adm.AlterTopicConfigs
-	if target.loggers {
-		alterBroker = adm.IncrementalAlterBrokerLoggers
-	}
+	alterBroker, alterLoggers, alterTopic := adm.IncrementalAlterBrokerConfigs, adm.IncrementalAlterBrokerLoggers, adm.AlterTopicConfigs
 	switch {
 	case validateOnly:
 		what = "validating config changes"
-		alterBroker, alterTopic = adm.ValidateOnly().IncrementalAlterBrokerConfigs, adm.ValidateOnly().AlterTopicConfigs
-		if target.loggers {
-			alterBroker = adm.ValidateOnly().IncrementalAlterBrokerLoggers
-		}
+		v := adm.ValidateOnly()
+		alterBroker, alterLoggers, alterTopic = v.IncrementalAlterBrokerConfigs, v.IncrementalAlterBrokerLoggers, v.AlterTopicConfigs
 		verb = "would " + verb
 	case verb == "delete":
 		verb = "deleted"
+	}
+	if target.loggers {
+		alterBroker = alterLoggers
 	}
 	var itemErr error
 	if isBroker {

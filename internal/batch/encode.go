@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+
+	"github.com/riffle-go/riffle/internal/bufpool"
 )
 
 // Layout of the v2 record batch header; every offset is from the batch start.
@@ -182,7 +184,7 @@ func (b *Builder) Add(rec *Record) bool {
 	}
 
 	if b.buf == nil {
-		b.buf = getBuf(max(b.capHint, headerSize+size))[:headerSize]
+		b.buf = bufpool.Get(max(b.capHint, headerSize+size))[:headerSize]
 	}
 	if b.n == 0 {
 		b.firstTS = rec.Timestamp
@@ -194,9 +196,9 @@ func (b *Builder) Add(rec *Record) bool {
 	buf := b.buf
 	p := len(buf)
 	if cap(buf)-p < size {
-		nb := getBuf(max(2*cap(buf), p+size))[:p]
+		nb := bufpool.Get(max(2*cap(buf), p+size))[:p]
 		copy(nb, buf)
-		putBuf(buf)
+		bufpool.Put(buf)
 		buf = nb
 	}
 	buf = buf[:p+size]
@@ -272,7 +274,7 @@ func (b *Builder) Finish(codec Codec) (*Encoded, error) {
 			putScratch(sp, tmp)
 			return nil, err
 		}
-		out = getBuf(len(tmp))[:len(tmp)]
+		out = bufpool.Get(len(tmp))[:len(tmp)]
 		copy(out[headerSize:], tmp[headerSize:])
 		putScratch(sp, tmp)
 		b.buf = raw[:headerSize]
@@ -320,7 +322,7 @@ type Encoded struct {
 // Release is optional: an unreleased batch is simply garbage collected.
 func (e *Encoded) Release() {
 	if e.buf != nil {
-		putBuf(e.buf)
+		bufpool.Put(e.buf)
 		e.buf = nil
 	}
 }

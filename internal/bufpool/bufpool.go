@@ -114,7 +114,3 @@ func Put(b []byte) {
 	cl.free = append(cl.free, unsafe.SliceData(b[:1]))
 	cl.mu.Unlock()
 }
-
-// Retained returns the bytes the free lists of the classes above 64 KiB
-// hold (for tests).
-func Retained() int64 { return retained.Load() }

@@ -45,7 +45,7 @@ func TestReuseSurvivesGC(t *testing.T) {
 	b = append(b, 1, 2, 3)
 	first := &b[:1][0]
 	Put(b)
-	if got := Retained(); got != 131072 {
+	if got := retained.Load(); got != 131072 {
 		t.Fatalf("retained %d after one Put, want 131072", got)
 	}
 	runtime.GC()
@@ -54,8 +54,8 @@ func TestReuseSurvivesGC(t *testing.T) {
 	if &c[:1][0] != first || cap(c) != 131072 {
 		t.Fatal("the buffer put back was not reused after two collections")
 	}
-	if Retained() != 0 {
-		t.Fatalf("retained %d after the Get", Retained())
+	if retained.Load() != 0 {
+		t.Fatalf("retained %d after the Get", retained.Load())
 	}
 	Put(c)
 	if n := testing.AllocsPerRun(100, func() { Put(Get(200_000)) }); n != 0 {
@@ -74,7 +74,7 @@ func TestPutRules(t *testing.T) {
 	Put(make([]byte, 0, 1024))     // below the smallest class
 	Put(make([]byte, 0, 32<<20))   // above the largest
 	Put(make([]byte, 10, 256<<10)) // a class size, in use up to len: kept
-	if got := Retained(); got != 256<<10 {
+	if got := retained.Load(); got != 256<<10 {
 		t.Fatalf("retained %d, want only the 256 KiB buffer", got)
 	}
 	drain()
@@ -92,8 +92,8 @@ func TestPutRules(t *testing.T) {
 	}
 	for range Budget / (2 << 20) { // then as many 2 MiB ones
 		Put(make([]byte, 0, 2<<20))
-		if Retained() > Budget {
-			t.Fatalf("retained %d above the budget %d", Retained(), Budget)
+		if retained.Load() > Budget {
+			t.Fatalf("retained %d above the budget %d", retained.Load(), Budget)
 		}
 	}
 	if n := held(21); n != Budget/2/(2<<20) {
@@ -140,7 +140,7 @@ func TestConcurrent(t *testing.T) {
 		}(g)
 	}
 	wg.Wait()
-	if r := Retained(); r < 0 || r > Budget {
+	if r := retained.Load(); r < 0 || r > Budget {
 		t.Fatalf("retained %d", r)
 	}
 }

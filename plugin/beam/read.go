@@ -66,7 +66,7 @@ func TryRead(s beam.Scope, brokers []string, topics []string, opts ...ReadOption
 	spec := readSpec{
 		Brokers: slices.Clone(brokers), Topics: slices.Clone(topics), StartKind: 1,
 		PollNanos: int64(defaultPoll), DiscoverNanos: int64(defaultDiscover),
-		IdleLagNanos: int64(defaultIdleLag), CommitNanos: int64(defaultCommitTimeout),
+		IdleLagNanos: int64(defaultIdleLag), // CommitNanos 0: defaultCommitTimeout (readSpec.commitTimeout)
 	}
 	for _, o := range opts {
 		o(&spec)
