@@ -321,9 +321,16 @@ func (p *Processor) newPart(sp sink.Part, b sink.Batch[*riffle.Record]) (*part, 
 	var bad error
 	if b.Meta != "" {
 		f, err := track.Decode(start, b.Meta)
-		if err != nil {
+		switch {
+		case errors.Is(err, track.ErrUnknownVersion):
+			// Not ours (another client's, e.g. franz-go's member
+			// id): no finished-offset map, so resume at the
+			// committed offset; nothing to report.
+			p.log.Debug("riffle/process: commit metadata not in the processor's format, resuming at the committed offset",
+				"topic", tp.Topic, "partition", tp.Partition, "offset", start, "metadata_bytes", len(b.Meta))
+		case err != nil:
 			bad = fmt.Errorf("%w: %s at offset %d: %w", ErrBadMetadata, tp, start, err)
-		} else {
+		default:
 			finished = f
 		}
 	}
