@@ -34,6 +34,7 @@ import (
 	"math/rand/v2"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/riffle-go/riffle"
@@ -52,6 +53,9 @@ type Processor struct {
 	cs      *riffle.Consumer
 	log     *slog.Logger
 	txn     *txnDriver // ExactlyOnce; nil otherwise
+	// closing is set by Close before it closes the consumer: the final
+	// transactional commit then keeps to Close's deadline.
+	closing atomic.Bool
 	// retryBackoff is the client's RetryBackoff: between transactional
 	// retries, and before a transaction after aborts.
 	retryBackoff rbackoff.Policy
@@ -188,7 +192,11 @@ func (p *Processor) Commit(ctx context.Context) error {
 // Close stops taking records, waits for running records until ctx ends
 // (then cancels their contexts and still waits for their handlers to
 // return), commits what finished, and leaves the group. The error names
-// partitions whose records were still running at the deadline. From the
+// partitions whose records were still running at the deadline. Under
+// ExactlyOnce the final commit also keeps to ctx: a transaction not
+// committed by the deadline is left to the broker's transaction timeout
+// (it aborts; its records run again on the next member) and the error,
+// wrapping ctx's, says so. From the
 // moment Close is called, the processor's methods return
 // ErrProcessorClosed; a second or concurrent Close waits for the first (or
 // its own ctx) and returns nil.
@@ -197,6 +205,7 @@ func (p *Processor) Close(ctx context.Context) error {
 		return p.life.AwaitDone(ctx)
 	}
 	defer p.life.Finish()
+	p.closing.Store(true)
 	_, err := p.cs.Close(ctx)
 	p.mu.Lock()
 	p.closed = true
@@ -720,9 +729,17 @@ func (p *Processor) stop(ctx context.Context, sps []sink.Part, lost bool) (map[s
 		for i, w := range ws {
 			seal[i] = w.pt
 		}
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), txnStopTimeout)
+		// Close keeps to its caller's deadline, as Consumer.Close does.
+		base := context.WithoutCancel(ctx)
+		if p.closing.Load() {
+			base = ctx
+		}
+		cctx, cancel := context.WithTimeout(base, txnStopTimeout)
 		defer cancel()
 		if err := p.txn.commitNow(cctx, seal); err != nil {
+			if ctx.Err() != nil && p.closing.Load() {
+				err = fmt.Errorf("the open transaction was not committed by the Close deadline and is left to the broker's transaction timeout (it aborts: its outputs never appear, its records run again on the next member): %w", err)
+			}
 			errsOut = append(errsOut, fmt.Errorf("committing the transaction: %w", err))
 		}
 		return nil, errors.Join(errsOut...)
