@@ -96,7 +96,13 @@ type part struct {
 	// time, or it was lost, replaced or rewound); lost, another member
 	// may own it, so a transaction with its records must abort.
 	sealed, lost bool
-	wake         func()
+	// held (ExactlyOnce): outputs of records finished above the
+	// partition's committable offset, kept out of the transaction until
+	// every record below them finished, so a transaction never carries
+	// the output of a record at or above the offset it commits and the
+	// committed offset alone tells any successor where to resume.
+	held map[int64][]*riffle.Record
+	wake func()
 	// needBytes: the partition refused a record of this size for the byte
 	// budget (0: it refused for its window).
 	needBytes int64
@@ -496,8 +502,6 @@ func (p *Processor) runOne(pt *part, it *item) (*part, *item) {
 			p.mu.Unlock()
 			if sealed {
 				finished, err = false, errStopped // its last position was committed
-			} else {
-				p.txn.produce(p.ctx, outs)
 			}
 		}
 	}
@@ -520,7 +524,11 @@ func (p *Processor) runOne(pt *part, it *item) (*part, *item) {
 	// A partition being stopped still learns what finished: Stop reads
 	// its commit position once the running records are done.
 	pt.q.done(it, finished)
+	var release []*riffle.Record
 	if entered && !pt.sealed {
+		if finished {
+			release = pt.releaseLocked(it.rec.Offset, outs)
+		}
 		p.txn.finishedLocked(pt, finished)
 	}
 	if !pt.gone {
@@ -560,6 +568,9 @@ func (p *Processor) runOne(pt *part, it *item) (*part, *item) {
 	wakes := p.wakesLocked()
 	p.mu.Unlock()
 	if entered {
+		// Still inside the gate: the outputs go into the transaction
+		// whose positions cover their records.
+		p.txn.produce(p.ctx, release)
 		p.txn.leave()
 	}
 	for _, e := range reports {
@@ -863,4 +874,45 @@ func (p *Processor) Stats() Stats {
 		return a.Partition < b.Partition
 	})
 	return st
+}
+
+// releaseLocked returns, in offset order, the outputs that may join the
+// transaction now that the record at off finished with outs: those of
+// every held record below the partition's committable offset, off's
+// included; off's are held if a record below it has not finished. The
+// caller holds p.mu.
+func (pt *part) releaseLocked(off int64, outs []*riffle.Record) []*riffle.Record {
+	c := pt.q.tr.Committable()
+	if off >= c {
+		if len(outs) > 0 {
+			if pt.held == nil {
+				pt.held = map[int64][]*riffle.Record{}
+			}
+			pt.held[off] = outs
+		}
+		return nil
+	}
+	if len(pt.held) == 0 {
+		return outs
+	}
+	offs := []int64{off}
+	for o := range pt.held {
+		if o < c {
+			offs = append(offs, o)
+		}
+	}
+	if len(offs) == 1 {
+		return outs
+	}
+	sort.Slice(offs, func(i, j int) bool { return offs[i] < offs[j] })
+	var out []*riffle.Record
+	for _, o := range offs {
+		if o == off {
+			out = append(out, outs...)
+			continue
+		}
+		out = append(out, pt.held[o]...)
+		delete(pt.held, o)
+	}
+	return out
 }
