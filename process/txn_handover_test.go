@@ -66,4 +66,38 @@ func TestExactlyOnceHandoverCommittedOffsetOnly(t *testing.T) {
 			t.Fatalf("committed offset %d, outputs for inputs %v", committed, got)
 		}
 	}
+
+	// The successor: a riffle.ExactlyOnce consumer in the same group
+	// (reads only the committed offset) handles the rest; every input's
+	// output must then appear exactly once.
+	pr2 := txnProducer(t, c, "eos-handover-2")
+	cs, err := riffle.NewConsumer(client(t, c), append(groupOpts("g-handover", "in"),
+		riffle.ExactlyOnce(pr2, riffle.CommitEvery{Interval: 20 * time.Millisecond}),
+		riffle.HandleRecord(func(ctx context.Context, r *riffle.Record) error {
+			pr2.Produce(ctx, &riffle.Record{Topic: "out", Value: []byte(strconv.FormatInt(r.Offset, 10))}, nil)
+			return nil
+		}))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the successor committing every input", func() bool { return committedInputs(t, cl, "g-handover") == n })
+	cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer ccancel()
+	if _, err := cs.Close(cctx); err != nil {
+		t.Fatal(err)
+	}
+	got = got[:0]
+	for _, kv := range readTopic(t, cl, "out", true)[0] {
+		v, _ := strconv.Atoi(kv[1:])
+		got = append(got, v)
+	}
+	sort.Ints(got)
+	if len(got) != n {
+		t.Fatalf("after the handover, read_committed outputs for inputs %v, want each of 0..%d once", got, n-1)
+	}
+	for i, v := range got {
+		if v != i {
+			t.Fatalf("after the handover, read_committed outputs for inputs %v, want each of 0..%d once", got, n-1)
+		}
+	}
 }
