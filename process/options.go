@@ -41,23 +41,29 @@ func (m Mode) String() string {
 }
 
 // MetadataPolicy says what to do when the commit metadata of an assigned
-// partition is not ours or does not decode.
+// partition is in the processor's format but corrupt (bad checksum,
+// malformed body, written for another committed offset). Metadata that is
+// not in the processor's format at all (another client's, for example
+// franz-go's member id, or a plain string) is not a finished-offset map:
+// the processor logs it at Debug and resumes at the committed offset under
+// either policy, reporting nothing.
 type MetadataPolicy int8
 
-// IgnoreBadMetadata reports the metadata (OnError, ErrBadMetadata) and
+// IgnoreBadMetadata reports corrupt metadata (OnError, ErrBadMetadata) and
 // processes everything from the committed offset: some records may run
 // again, none is skipped.
 const IgnoreBadMetadata MetadataPolicy = 0
 
-// FailBadMetadata reports it and stops the partition before
+// FailBadMetadata reports corrupt metadata and stops the partition before
 // processing anything, until it is reassigned; nothing is committed
 // for it, so the metadata stays as it was.
 const FailBadMetadata MetadataPolicy = 1
 
 // Errors of the processor.
 var (
-	// ErrBadMetadata: an assigned partition's commit metadata is not in
-	// the processor's format or is corrupt.
+	// ErrBadMetadata: an assigned partition's commit metadata is in the
+	// processor's format but corrupt (metadata in another format is
+	// ignored, see MetadataPolicy).
 	ErrBadMetadata = errors.New("riffle/process: unreadable commit metadata")
 	// ErrHandlerPanic wraps a handler panic: the record failed.
 	ErrHandlerPanic = errors.New("riffle/process: handler panicked")
@@ -220,8 +226,9 @@ func MaxBytes(n int64) Option { return func(c *config) { c.maxBytes = n } }
 // that keep the encoding within it.
 func MetadataLimit(n int) Option { return func(c *config) { c.metaLimit = n } }
 
-// OnBadMetadata sets the policy for commit metadata that does not decode
-// (default IgnoreBadMetadata).
+// OnBadMetadata sets the policy for commit metadata in the processor's
+// format that does not decode (default IgnoreBadMetadata); other clients'
+// metadata is ignored under either policy.
 func OnBadMetadata(p MetadataPolicy) Option { return func(c *config) { c.metaPolicy = p } }
 
 // Retry sets the retry policy of failing records (default: no retry).

@@ -34,6 +34,7 @@ import (
 	"math/rand/v2"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/riffle-go/riffle"
@@ -52,6 +53,9 @@ type Processor struct {
 	cs      *riffle.Consumer
 	log     *slog.Logger
 	txn     *txnDriver // ExactlyOnce; nil otherwise
+	// closing is set by Close before it closes the consumer: the final
+	// transactional commit then keeps to Close's deadline.
+	closing atomic.Bool
 	// retryBackoff is the client's RetryBackoff: between transactional
 	// retries, and before a transaction after aborts.
 	retryBackoff rbackoff.Policy
@@ -92,7 +96,13 @@ type part struct {
 	// time, or it was lost, replaced or rewound); lost, another member
 	// may own it, so a transaction with its records must abort.
 	sealed, lost bool
-	wake         func()
+	// held (ExactlyOnce): outputs of records finished above the
+	// partition's committable offset, kept out of the transaction until
+	// every record below them finished, so a transaction never carries
+	// the output of a record at or above the offset it commits and the
+	// committed offset alone tells any successor where to resume.
+	held map[int64][]*riffle.Record
+	wake func()
 	// needBytes: the partition refused a record of this size for the byte
 	// budget (0: it refused for its window).
 	needBytes int64
@@ -188,7 +198,11 @@ func (p *Processor) Commit(ctx context.Context) error {
 // Close stops taking records, waits for running records until ctx ends
 // (then cancels their contexts and still waits for their handlers to
 // return), commits what finished, and leaves the group. The error names
-// partitions whose records were still running at the deadline. From the
+// partitions whose records were still running at the deadline. Under
+// ExactlyOnce the final commit also keeps to ctx: a transaction not
+// committed by the deadline is left to the broker's transaction timeout
+// (it aborts; its records run again on the next member) and the error,
+// wrapping ctx's, says so. From the
 // moment Close is called, the processor's methods return
 // ErrProcessorClosed; a second or concurrent Close waits for the first (or
 // its own ctx) and returns nil.
@@ -197,6 +211,7 @@ func (p *Processor) Close(ctx context.Context) error {
 		return p.life.AwaitDone(ctx)
 	}
 	defer p.life.Finish()
+	p.closing.Store(true)
 	_, err := p.cs.Close(ctx)
 	p.mu.Lock()
 	p.closed = true
@@ -321,9 +336,16 @@ func (p *Processor) newPart(sp sink.Part, b sink.Batch[*riffle.Record]) (*part, 
 	var bad error
 	if b.Meta != "" {
 		f, err := track.Decode(start, b.Meta)
-		if err != nil {
+		switch {
+		case errors.Is(err, track.ErrUnknownVersion):
+			// Not ours (another client's, e.g. franz-go's member
+			// id): no finished-offset map, so resume at the
+			// committed offset; nothing to report.
+			p.log.Debug("riffle/process: commit metadata not in the processor's format, resuming at the committed offset",
+				"topic", tp.Topic, "partition", tp.Partition, "offset", start, "metadata_bytes", len(b.Meta))
+		case err != nil:
 			bad = fmt.Errorf("%w: %s at offset %d: %w", ErrBadMetadata, tp, start, err)
-		} else {
+		default:
 			finished = f
 		}
 	}
@@ -480,8 +502,6 @@ func (p *Processor) runOne(pt *part, it *item) (*part, *item) {
 			p.mu.Unlock()
 			if sealed {
 				finished, err = false, errStopped // its last position was committed
-			} else {
-				p.txn.produce(p.ctx, outs)
 			}
 		}
 	}
@@ -504,7 +524,11 @@ func (p *Processor) runOne(pt *part, it *item) (*part, *item) {
 	// A partition being stopped still learns what finished: Stop reads
 	// its commit position once the running records are done.
 	pt.q.done(it, finished)
+	var release []*riffle.Record
 	if entered && !pt.sealed {
+		if finished {
+			release = pt.releaseLocked(it.rec.Offset, outs)
+		}
 		p.txn.finishedLocked(pt, finished)
 	}
 	if !pt.gone {
@@ -544,6 +568,9 @@ func (p *Processor) runOne(pt *part, it *item) (*part, *item) {
 	wakes := p.wakesLocked()
 	p.mu.Unlock()
 	if entered {
+		// Still inside the gate: the outputs go into the transaction
+		// whose positions cover their records.
+		p.txn.produce(p.ctx, release)
 		p.txn.leave()
 	}
 	for _, e := range reports {
@@ -713,9 +740,17 @@ func (p *Processor) stop(ctx context.Context, sps []sink.Part, lost bool) (map[s
 		for i, w := range ws {
 			seal[i] = w.pt
 		}
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), txnStopTimeout)
+		// Close keeps to its caller's deadline, as Consumer.Close does.
+		base := context.WithoutCancel(ctx)
+		if p.closing.Load() {
+			base = ctx
+		}
+		cctx, cancel := context.WithTimeout(base, txnStopTimeout)
 		defer cancel()
 		if err := p.txn.commitNow(cctx, seal); err != nil {
+			if ctx.Err() != nil && p.closing.Load() {
+				err = fmt.Errorf("the open transaction was not committed by the Close deadline and is left to the broker's transaction timeout (it aborts: its outputs never appear, its records run again on the next member): %w", err)
+			}
 			errsOut = append(errsOut, fmt.Errorf("committing the transaction: %w", err))
 		}
 		return nil, errors.Join(errsOut...)
@@ -839,4 +874,45 @@ func (p *Processor) Stats() Stats {
 		return a.Partition < b.Partition
 	})
 	return st
+}
+
+// releaseLocked returns, in offset order, the outputs that may join the
+// transaction now that the record at off finished with outs: those of
+// every held record below the partition's committable offset, off's
+// included; off's are held if a record below it has not finished. The
+// caller holds p.mu.
+func (pt *part) releaseLocked(off int64, outs []*riffle.Record) []*riffle.Record {
+	c := pt.q.tr.Committable()
+	if off >= c {
+		if len(outs) > 0 {
+			if pt.held == nil {
+				pt.held = map[int64][]*riffle.Record{}
+			}
+			pt.held[off] = outs
+		}
+		return nil
+	}
+	if len(pt.held) == 0 {
+		return outs
+	}
+	offs := []int64{off}
+	for o := range pt.held {
+		if o < c {
+			offs = append(offs, o)
+		}
+	}
+	if len(offs) == 1 {
+		return outs
+	}
+	sort.Slice(offs, func(i, j int) bool { return offs[i] < offs[j] })
+	var out []*riffle.Record
+	for _, o := range offs {
+		if o == off {
+			out = append(out, outs...)
+			continue
+		}
+		out = append(out, pt.held[o]...)
+		delete(pt.held, o)
+	}
+	return out
 }

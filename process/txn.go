@@ -526,7 +526,10 @@ func (d *txnDriver) end(ctx context.Context, commit bool, seal []*part) error {
 		}
 		gens[sp] = pt.gen
 		if !pt.badMeta {
-			pos[sp] = sink.Pos{Offset: pt.q.tr.Committable(), Meta: pt.q.tr.Metadata()}
+			// No finished-offset map: records finished above the
+			// offset have their outputs held out of the transaction,
+			// so every successor must run them again.
+			pos[sp] = sink.Pos{Offset: pt.q.tr.Committable()}
 		}
 	}
 	p.mu.Unlock()
