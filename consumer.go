@@ -77,6 +77,7 @@ type Consumer struct {
 	starved  map[*fetcher]struct{}
 	runq     runQueue
 	wake     chan struct{} // wakes the coordinator
+	passes   atomic.Int64  // the coordinator's passes (tests: no spin)
 
 	member       *member // nil without a group
 	memberCancel context.CancelFunc
@@ -701,6 +702,7 @@ func (cs *Consumer) coordinate() {
 				continue
 			}
 		}
+		cs.passes.Add(1)
 		cs.mu.Lock()
 		ps := make([]*cpart, 0, len(cs.parts))
 		for _, p := range cs.parts {

@@ -279,7 +279,10 @@ func HandleBatch(fn func(ctx context.Context, b *FetchBatch) error) ConsumerOpti
 // corrupt batch, offset out of range with ResetNone, a start offset that
 // cannot be resolved). Other partitions keep flowing. Resume restarts the
 // partition at the reported offset. It is also called, without the
-// partition stopping, when a log truncation is detected after a leader
+// partition stopping, when the metadata names an assigned topic or
+// partition unknown (ErrUnknownTopic; once per change: the start offset is
+// retried in case it is created, and Stats shows the error meanwhile), and
+// when a log truncation is detected after a leader
 // change (ErrLogTruncated, a *LogTruncationError) and a reset policy lets
 // the partition go on from where the logs diverge; with ResetNone such a
 // partition stops.
