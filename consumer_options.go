@@ -216,6 +216,16 @@ func (c *consumerConfig) validate() error {
 		return bad("max batch records must be positive")
 	}
 	g := &c.group
+	if g.remoteAssignor != nil {
+		switch {
+		case *g.remoteAssignor == "":
+			return bad("GroupRemoteAssignor: empty assignor name (omit the option for the broker's default)")
+		case g.id == "":
+			return bad("GroupRemoteAssignor(%q) needs ConsumerGroup", *g.remoteAssignor)
+		case g.protocol != GroupProtocolConsumer:
+			return bad("GroupRemoteAssignor(%q) needs WithGroupProtocol(GroupProtocolConsumer) (KIP-848); classic groups assign on the client (GroupBalancers)", *g.remoteAssignor)
+		}
+	}
 	if g.id == "" {
 		if len(g.topics) > 0 || g.pattern != nil {
 			return bad("SubscribeTopics/SubscribePattern need ConsumerGroup")
