@@ -74,11 +74,15 @@ type cpart struct {
 	resolving    uint64
 	resolveAfter time.Time
 	resolveFails int
-	running      bool
-	queued       bool
-	fetchErr     *PartitionError // stops the partition once buf drains
-	err          *PartitionError
-	idleCh       chan struct{} // closed when a revoked partition stops running
+	// waitErr: why the start offset waits (the metadata names the topic
+	// or partition unknown), reported once per change and shown in
+	// Stats; cleared once the partition starts.
+	waitErr  *PartitionError
+	running  bool
+	queued   bool
+	fetchErr *PartitionError // stops the partition once buf drains
+	err      *PartitionError
+	idleCh   chan struct{} // closed when a revoked partition stops running
 
 	// The records of the chunk a runner took from buf that it has not
 	// handed to the handler (or the sink) yet, and their size: they are
@@ -330,6 +334,8 @@ func (p *cpart) stats() PartitionStats {
 	}
 	if p.err != nil {
 		st.Err = p.err
+	} else if p.waitErr != nil {
+		st.Err = p.waitErr
 	}
 	return st
 }

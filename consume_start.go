@@ -40,7 +40,8 @@ func (cs *Consumer) resolveOffsets(ps []*cpart) {
 	}
 	groups := map[key][]resolveItem{}
 	now := time.Now()
-	missing := false
+	missing, started := false, false
+	var waiting []*PartitionError // newly unknown to the metadata
 	for _, p := range ps {
 		p.mu.Lock()
 		if p.state != stateNeedOffset || p.resolving == p.epoch+1 || now.Before(p.resolveAfter) {
@@ -49,17 +50,28 @@ func (cs *Consumer) resolveOffsets(ps []*cpart) {
 		}
 		if p.start.kind == 0 {
 			p.startLocked(p.start.at, p.start.epoch())
+			started = true
 			p.mu.Unlock()
 			continue
 		}
 		leader, lepoch := int32(-1), int32(-1)
-		if tm := snap.Topics[p.tp.Topic]; tm != nil {
+		tm := snap.Topics[p.tp.Topic]
+		if tm != nil {
 			if pm, ok := tm.Partition(p.tp.Partition); ok && pm.Err == nil {
 				leader, lepoch = pm.Leader, pm.LeaderEpoch
 			}
 		}
 		if leader < 0 {
+			// No leader yet: ask again after a backoff (the
+			// coordinator's tick), never at once, or the coordinator
+			// would spin for as long as the topic is missing.
 			missing = true
+			p.resolveFails++
+			p.resolveAfter = now.Add(cs.c.cfg.retryBackoff.Delay(p.resolveFails, rand.Float64()))
+			if why := unknownPartition(tm, p.tp); why != nil && (p.waitErr == nil || p.waitErr.Err.Error() != why.Error()) {
+				p.waitErr = &PartitionError{Topic: p.tp.Topic, Partition: p.tp.Partition, Offset: -1, Err: why}
+				waiting = append(waiting, p.waitErr)
+			}
 			p.mu.Unlock()
 			continue
 		}
@@ -71,11 +83,45 @@ func (cs *Consumer) resolveOffsets(ps []*cpart) {
 	if missing {
 		cs.cl.TriggerMetadata()
 	}
+	for _, pe := range waiting {
+		cs.reportWaiting(pe)
+	}
 	for k, items := range groups {
 		// Refused once the consumer stops: nothing fetches any more.
 		cs.life.Go(func() { cs.listStart(k.leader, k.ts, items) })
 	}
-	cs.poke()
+	if started {
+		// The next pass places them on their leaders' fetchers.
+		cs.poke()
+	}
+}
+
+// unknownPartition is why the metadata gives tp no leader when it says the
+// topic or the partition does not exist, nil otherwise (not asked about
+// yet, or a leader election in progress).
+func unknownPartition(tm *cluster.TopicMeta, tp TopicPartition) error {
+	if tm == nil {
+		return nil
+	}
+	if tm.Err != nil {
+		if errors.Is(tm.Err, kafkaerr.ForCode(kafkaerr.UnknownTopicOrPartition)) {
+			return fmt.Errorf("%w: topic %q: the metadata names it unknown; retrying in case it is created: %w", ErrUnknownTopic, tp.Topic, tm.Err)
+		}
+		return nil
+	}
+	if _, ok := tm.Partition(tp.Partition); !ok {
+		return fmt.Errorf("%w: topic %q has no partition %d (%d partitions); retrying in case it is created", ErrUnknownTopic, tp.Topic, tp.Partition, len(tm.Partitions))
+	}
+	return nil
+}
+
+// reportWaiting reports a partition that waits for its topic or partition
+// to exist: once per change, not per retry. The partition does not stop.
+func (cs *Consumer) reportWaiting(pe *PartitionError) {
+	cs.c.log.Warn("partition waits: topic or partition unknown; retrying", "topic", pe.Topic, "partition", pe.Partition, "err", pe.Err)
+	if cs.cfg.onError != nil {
+		cs.cfg.onError(pe)
+	}
 }
 
 // listTimestamp is the ListOffsets timestamp of a symbolic start.
@@ -96,6 +142,7 @@ func (p *cpart) startLocked(off int64, epoch int32) {
 	p.fetchOffset, p.position, p.processed = off, off, off
 	p.fetchedEpoch, p.processedEpoch, p.checkedEpoch = epoch, epoch, -1
 	p.startAt = off
+	p.waitErr = nil
 	if p.txnBase < 0 {
 		p.txnBase, p.txnBaseEpoch = off, epoch
 	}

@@ -77,6 +77,7 @@ type Consumer struct {
 	starved  map[*fetcher]struct{}
 	runq     runQueue
 	wake     chan struct{} // wakes the coordinator
+	passes   atomic.Int64  // the coordinator's passes (tests: no spin)
 
 	member       *member // nil without a group
 	memberCancel context.CancelFunc
@@ -85,8 +86,12 @@ type Consumer struct {
 }
 
 // NewConsumer returns a consumer with no partitions; add them with Assign
-// (or join a group, see the group consumer).
+// (or join a group, see the group consumer). On a closed Client it returns
+// ErrClientClosed (which matches ErrClosed) at once.
 func NewConsumer(c *Client, opts ...ConsumerOption) (*Consumer, error) {
+	if err := c.closedErr("NewConsumer"); err != nil {
+		return nil, err
+	}
 	cfg := defaultConsumerConfig()
 	for _, o := range opts {
 		o(&cfg)
@@ -317,6 +322,17 @@ func (cs *Consumer) CommitAsync(fn func(error)) {
 		if !started {
 			fn(ErrConsumerClosed)
 		}
+	}
+}
+
+// closedErr is the error of a constructor (what) called on a closed
+// Client, nil while it is open.
+func (c *Client) closedErr(what string) error {
+	select {
+	case <-c.cl.Closed():
+		return fmt.Errorf("riffle: %s: %w", what, ErrClientClosed)
+	default:
+		return nil
 	}
 }
 
@@ -701,6 +717,7 @@ func (cs *Consumer) coordinate() {
 				continue
 			}
 		}
+		cs.passes.Add(1)
 		cs.mu.Lock()
 		ps := make([]*cpart, 0, len(cs.parts))
 		for _, p := range cs.parts {

@@ -216,6 +216,16 @@ func (c *consumerConfig) validate() error {
 		return bad("max batch records must be positive")
 	}
 	g := &c.group
+	if g.remoteAssignor != nil {
+		switch {
+		case *g.remoteAssignor == "":
+			return bad("GroupRemoteAssignor: empty assignor name (omit the option for the broker's default)")
+		case g.id == "":
+			return bad("GroupRemoteAssignor(%q) needs ConsumerGroup", *g.remoteAssignor)
+		case g.protocol != GroupProtocolConsumer:
+			return bad("GroupRemoteAssignor(%q) needs WithGroupProtocol(GroupProtocolConsumer) (KIP-848); classic groups assign on the client (GroupBalancers)", *g.remoteAssignor)
+		}
+	}
 	if g.id == "" {
 		if len(g.topics) > 0 || g.pattern != nil {
 			return bad("SubscribeTopics/SubscribePattern need ConsumerGroup")
@@ -279,7 +289,10 @@ func HandleBatch(fn func(ctx context.Context, b *FetchBatch) error) ConsumerOpti
 // corrupt batch, offset out of range with ResetNone, a start offset that
 // cannot be resolved). Other partitions keep flowing. Resume restarts the
 // partition at the reported offset. It is also called, without the
-// partition stopping, when a log truncation is detected after a leader
+// partition stopping, when the metadata names an assigned topic or
+// partition unknown (ErrUnknownTopic; once per change: the start offset is
+// retried in case it is created, and Stats shows the error meanwhile), and
+// when a log truncation is detected after a leader
 // change (ErrLogTruncated, a *LogTruncationError) and a reset policy lets
 // the partition go on from where the logs diverge; with ResetNone such a
 // partition stops.

@@ -273,6 +273,7 @@ func (m *member) heartbeat848(ctx context.Context, epoch int32) (*kmsg.ConsumerG
 		req.RackID = &rack // sent with every heartbeat, as the subscription is
 	}
 	req.RebalanceTimeoutMillis = int32(m.cfg.rebalanceTimeout.Milliseconds())
+	req.ServerAssignor = m.cfg.remoteAssignor // sent with every heartbeat, as the rack is
 	if m.cfg.pattern != nil {
 		re := m.cfg.pattern.String()
 		req.SubscribedTopicRegex = &re

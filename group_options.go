@@ -47,6 +47,7 @@ type groupConfig struct {
 	rebalanceTimeout  time.Duration
 	heartbeatInterval time.Duration
 	instanceID        string
+	remoteAssignor    *string // GroupRemoteAssignor; nil: the broker's default
 	autoCommit        bool
 	noCommits         bool // DisableCommits: not on revoke or close either
 	autoCommitEvery   time.Duration
@@ -122,6 +123,17 @@ func RebalanceTimeout(d time.Duration) ConsumerOption {
 // HeartbeatInterval is the time between heartbeats (default 3 s).
 func HeartbeatInterval(d time.Duration) ConsumerOption {
 	return func(c *consumerConfig) { c.group.heartbeatInterval = d }
+}
+
+// GroupRemoteAssignor names the server-side assignor of a KIP-848 member
+// (group.remote.assignor in the Java client), sent in its
+// ConsumerGroupHeartbeat: "uniform" or "range" on Apache Kafka. Without it
+// the broker uses its default (group.consumer.assignors' first). It needs
+// GroupProtocolConsumer; an empty name, or the option with the classic
+// protocol, is refused with ErrInvalidConfig. The broker refuses a name
+// it does not know (UNSUPPORTED_ASSIGNOR).
+func GroupRemoteAssignor(name string) ConsumerOption {
+	return func(c *consumerConfig) { c.group.remoteAssignor = &name }
 }
 
 // InstanceID enables static membership (group.instance.id, KIP-345): a

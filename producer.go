@@ -87,8 +87,12 @@ type Producer struct {
 
 // NewProducer returns a producer using the client's connections. Invalid
 // or contradictory options (idempotence with acks=1, more than 5 in flight)
-// fail with ErrInvalidConfig.
+// fail with ErrInvalidConfig. On a closed Client it returns
+// ErrClientClosed (which matches ErrClosed) at once.
 func NewProducer(c *Client, opts ...ProducerOption) (*Producer, error) {
+	if err := c.closedErr("NewProducer"); err != nil {
+		return nil, err
+	}
 	cfg := defaultProducerConfig()
 	for _, o := range opts {
 		o(&cfg)

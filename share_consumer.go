@@ -80,8 +80,12 @@ type ShareConsumer struct {
 // config (latest unless altered), not OffsetReset.
 //
 // The handler's ctx is cancelled at Close's deadline; the record is then
-// released. A Client may carry any number of share consumers.
+// released. A Client may carry any number of share consumers. On a closed
+// Client it returns ErrClientClosed (which matches ErrClosed) at once.
 func NewShareConsumer(c *Client, opts ...ConsumerOption) (*ShareConsumer, error) {
+	if err := c.closedErr("NewShareConsumer"); err != nil {
+		return nil, err
+	}
 	cfg := defaultConsumerConfig()
 	for _, o := range opts {
 		o(&cfg)
