@@ -33,6 +33,7 @@ type consumeConfig struct {
 	format     string
 	tmpl       recordTemplate // --format with % verbs
 	keySep     string
+	isolation  string // --isolation: read_uncommitted (default) or read_committed
 }
 
 // Output formats of consume.
@@ -124,6 +125,7 @@ with status 130, after the summary (and, with --group, the final commit).`,
 	f.StringVarP(&cfg.group, "group", "G", "", "consume as a member of consumer group `G`, committing offsets")
 	f.StringVarP(&cfg.format, "format", "f", formatValue, "what to print: value, kv, json or a `FORMAT` string such as '%k=%s\\n'")
 	f.StringVarP(&cfg.keySep, "key-separator", "K", "\t", "`SEP` between key and value in --format kv, which it selects when given alone")
+	f.StringVar(&cfg.isolation, "isolation", "read_uncommitted", "`LEVEL` of transactional records to read: read_uncommitted (all, aborted too) or read_committed (kcat: -X isolation.level=read_committed)")
 	defaultInUsage(f, "partitions")
 
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
@@ -163,6 +165,8 @@ func (c *consumeConfig) validate(cmd *cobra.Command) (riffle.StartOffset, riffle
 		c.tmpl, c.format = t, formatTemplate
 	}
 	switch c.format = strings.ToLower(c.format); {
+	case c.isolation != "read_uncommitted" && c.isolation != "read_committed":
+		return zero, 0, usageErrorf("--isolation %q: want read_uncommitted or read_committed", c.isolation)
 	case c.topic == "":
 		return zero, 0, usageErrorf("the topic name is empty")
 	case c.format != formatValue && c.format != formatKV && c.format != formatJSON && c.format != formatTemplate:
@@ -241,7 +245,8 @@ func parseFrom(s string) (start riffle.StartOffset, reset riffle.ResetPolicy, sy
 // (on the consumer's goroutines) and the command's goroutine.
 type consumeRun struct {
 	cfg    *consumeConfig
-	stopAt map[int32]int64 // --to, per partition; nil without it
+	stopAt map[int32]int64     // --to, per partition; nil without it
+	idle   map[int32]idleSince // partitions idle below their stop offset; only wait's goroutine
 	stderr io.Writer
 
 	seen      atomic.Int64 // records printed
@@ -293,7 +298,7 @@ func (a *app) consume(cmd *cobra.Command, cl *riffle.Client, cfg *consumeConfig,
 	run := &consumeRun{
 		cfg: cfg, stderr: a.stderr, wake: make(chan struct{}, 1),
 		out: bufio.NewWriterSize(a.stdout, 64<<10), parts: map[int32]*partCount{},
-		failed: map[int32]bool{},
+		failed: map[int32]bool{}, idle: map[int32]idleSince{},
 	}
 	run.enc = json.NewEncoder(run.out)
 	run.enc.SetEscapeHTML(false)
@@ -342,6 +347,9 @@ func (a *app) consume(cmd *cobra.Command, cl *riffle.Client, cfg *consumeConfig,
 		riffle.HandleRecord(run.handle),
 		riffle.OnPartitionError(run.partitionError),
 		riffle.OffsetReset(reset),
+	}
+	if cfg.isolation == "read_committed" {
+		opts = append(opts, riffle.Isolation(riffle.ReadCommitted))
 	}
 	if cfg.group != "" {
 		opts = append(opts, riffle.ConsumerGroup(cfg.group), riffle.SubscribeTopics(cfg.topic),
@@ -496,9 +504,17 @@ func (r *consumeRun) finished(cs *riffle.Consumer) bool {
 	if r.stopAt == nil {
 		return false
 	}
+	// The end is an offset, not a record: a transaction marker (or
+	// aborted records under read_committed) may fill the offsets below
+	// it and never reach the handler, so the consumer's position counts
+	// too, and so does a partition that sits idle below its end.
 	processed := map[int32]int64{}
+	now := time.Now()
 	for _, ps := range cs.Stats().Partitions {
-		processed[ps.Partition] = ps.Processed
+		processed[ps.Partition] = max(ps.Processed, ps.Position)
+		if r.idleAtEnd(ps, now) {
+			processed[ps.Partition] = r.stopAt[ps.Partition]
+		}
 	}
 	r.errMu.Lock()
 	defer r.errMu.Unlock()
@@ -510,6 +526,40 @@ func (r *consumeRun) finished(cs *riffle.Consumer) bool {
 		}
 	}
 	return true
+}
+
+// endGrace is how long a partition must sit idle below its --to offset,
+// with the broker's end at or past it, to count as done: longer than a
+// fetch's long poll (500 ms by default), which returns at once when a
+// record is there to read.
+const endGrace = 1500 * time.Millisecond
+
+// idleAtEnd reports whether the partition has nothing left to hand over
+// below its stop offset: every record fetched is finished, the last
+// fetch saw the end at or past the stop offset, and the position did
+// not move for endGrace. What is left below the end then is control
+// records (transaction markers) or aborted records the consumer skips:
+// until the library moves Position past them, this ends -e on a
+// transactional topic.
+func (r *consumeRun) idleAtEnd(ps riffle.PartitionStats, now time.Time) bool {
+	to, ok := r.stopAt[ps.Partition]
+	if !ok || ps.Position >= to || ps.Position < 0 || ps.Position != ps.Processed ||
+		ps.BufferedRecords > 0 || ps.HighWatermark < to {
+		delete(r.idle, ps.Partition)
+		return false
+	}
+	st, ok := r.idle[ps.Partition]
+	if !ok || st.pos != ps.Position {
+		r.idle[ps.Partition] = idleSince{ps.Position, now}
+		return false
+	}
+	return now.Sub(st.at) >= endGrace
+}
+
+// idleSince is where a partition sat idle below its end, and since when.
+type idleSince struct {
+	pos int64
+	at  time.Time
 }
 
 func (r *consumeRun) poke() {

@@ -273,7 +273,8 @@ still to consume) and the member that owns the partition now. A total
 follows.
 
 A partition without a committed offset shows "-" as its committed offset
-and lag, and is left out of the total. A group that does not exist makes
+and lag, and is left out of the total; with none committed, the total is
+"unknown" (the group starts at its offset reset policy). A group that does not exist makes
 riffle exit with status 1.`,
 		Example: `  riffle group lag orders-service
   riffle group lag orders-service -o json | jq .total_lag`,
@@ -342,7 +343,15 @@ func printGroupLag(w io.Writer, g groupLagJSON) {
 		}
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "\nTotal lag:  %d (%d of %d partitions)\n", g.TotalLag, known, len(g.Partitions))
+	switch none := len(g.Partitions) - known; {
+	case known == 0 && none > 0:
+		// Not 0: nothing committed is not caught up.
+		fmt.Fprintf(w, "\nTotal lag:  unknown (none of %d partitions has a committed offset: the group starts where its offset reset policy says, earliest or latest)\n", none)
+	case none > 0:
+		fmt.Fprintf(w, "\nTotal lag:  %d (%d of %d partitions; %d without a committed offset, not counted)\n", g.TotalLag, known, len(g.Partitions), none)
+	default:
+		fmt.Fprintf(w, "\nTotal lag:  %d (%d of %d partitions)\n", g.TotalLag, known, len(g.Partitions))
+	}
 }
 
 func dashOffset(o *int64) string {

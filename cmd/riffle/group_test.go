@@ -362,3 +362,31 @@ func TestGroupListEmbedded(t *testing.T) {
 		t.Errorf("stdout %q, stderr %q", r.stdout, r.stderr)
 	}
 }
+
+// A group with members but nothing committed: the total lag is unknown,
+// not 0.
+func TestGroupLagNothingCommitted(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t)
+	cs, err := riffle.NewConsumer(newGroupClient(t, c), riffle.ConsumerGroup("idle"), riffle.SubscribeTopics("demo"),
+		riffle.HandleRecord(func(context.Context, *riffle.Record) error { return nil }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close(context.Background())
+	deadline := time.Now().Add(20 * time.Second)
+	var r result
+	for {
+		r = on(t, c, "group", "lag", "idle")
+		if r.code == 0 && len(tableRows(t, r.stdout, "TOPIC")) == 6 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the member never showed up on 6 partitions")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if strings.Contains(r.stdout, "Total lag:  0") || !strings.Contains(r.stdout, "Total lag:  unknown (none of 6 partitions has a committed offset") {
+		t.Errorf("lag output:\n%s", r.stdout)
+	}
+}

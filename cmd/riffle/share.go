@@ -116,11 +116,14 @@ or archived) and lag.`,
 		}
 		var out []shareDescJSON
 		var failed []error
+		shown := false // a group's error is in the output already
 		for _, d := range descs {
 			j := shareDescJSON{Group: d.Group, State: d.State, Epoch: d.GroupEpoch, Members: []shareMemberJSON{}, Offsets: []shareOffsetJSON{}}
 			if d.Err != nil {
+				// Shown in the output (the table's error line or the
+				// JSON's error field): only the exit status is left.
 				j.Error = d.Err.Error()
-				failed = append(failed, fmt.Errorf("%s: %w", d.Group, d.Err))
+				shown = true
 				out = append(out, j)
 				continue
 			}
@@ -165,7 +168,10 @@ or archived) and lag.`,
 				tw.Flush()
 			}
 		}
-		return errors.Join(failed...)
+		if err := errors.Join(failed...); err != nil || !shown {
+			return err
+		}
+		return errReported
 	}
 	return cmd
 }

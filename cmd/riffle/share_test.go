@@ -29,3 +29,17 @@ func TestShareCommands(t *testing.T) {
 		t.Fatalf("no preview: %s", r.stdout)
 	}
 }
+
+// A missing share group's error is printed once: in the table on stdout,
+// not again on stderr.
+func TestShareDescribeMissingOnce(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t)
+	r := on(t, c, "share", "describe", "nobody")
+	if r.code == 0 {
+		t.Fatalf("describe of a missing group exited 0")
+	}
+	if n := strings.Count(r.stdout+r.stderr, "GROUP_ID_NOT_FOUND"); n != 1 {
+		t.Errorf("the error appears %d times, want once:\nstdout:\n%s\nstderr:\n%s", n, r.stdout, r.stderr)
+	}
+}
