@@ -40,6 +40,11 @@ type ShareConsumer struct {
 	c   *Client
 	cl  *cluster.Cluster
 	cfg consumerConfig
+	// fetchClass is the member's own fetch connection per broker: a
+	// broker holds a ShareFetch for up to its max wait and answers a
+	// connection's requests in order, so members sharing one would
+	// each wait behind the others' long polls.
+	fetchClass cluster.Class
 
 	life     *lifecycle.Group
 	hctx     context.Context // handlers': cancelled at Close's deadline
@@ -80,7 +85,9 @@ type ShareConsumer struct {
 // config (latest unless altered), not OffsetReset.
 //
 // The handler's ctx is cancelled at Close's deadline; the record is then
-// released. A Client may carry any number of share consumers.
+// released. A Client may carry any number of share consumers: each has
+// its own fetch connection per broker (closed by Close), so no member's
+// ShareFetch waits behind another's long poll.
 func NewShareConsumer(c *Client, opts ...ConsumerOption) (*ShareConsumer, error) {
 	cfg := defaultConsumerConfig()
 	for _, o := range opts {
@@ -96,7 +103,8 @@ func NewShareConsumer(c *Client, opts ...ConsumerOption) (*ShareConsumer, error)
 		noFetch: make(chan struct{}), final: make(chan struct{}),
 		memberID: newMemberID(), coordinator: -1,
 		fetchers: map[int32]*shareFetcher{}, wake: make(chan struct{}, 1),
-		keepAlive: share.KeepAlive{Idle: c.cfg.brokerIdle},
+		keepAlive:  share.KeepAlive{Idle: c.cfg.brokerIdle},
+		fetchClass: c.cl.NewFetchClass(),
 	}
 	sc.q.init()
 	c.cl.TrackTopics(cfg.group.topics...)
@@ -572,6 +580,7 @@ func (sc *ShareConsumer) Close(ctx context.Context) error {
 	sc.hcancel()
 	sc.life.Stop()
 	sc.life.Wait()
+	sc.cl.ReleaseClass(sc.fetchClass)
 	sc.cl.UntrackTopics(sc.cfg.group.topics...)
 	return err
 }
