@@ -71,8 +71,8 @@ type ShareConsumer struct {
 	// records from the broker's idle timeout (BrokerIdleTimeout).
 	keepAlive share.KeepAlive
 
-	accepted, released, rejected, renewed       atomic.Int64
-	expired, redelivered, ackErrors, keepAlives atomic.Int64
+	accepted, released, rejected, renewed atomic.Int64
+	redelivered, ackErrors, keepAlives    atomic.Int64
 }
 
 // NewShareConsumer joins the share group named by ShareGroup, subscribed to
@@ -130,7 +130,11 @@ func (sc *ShareConsumer) MemberID() string { return sc.memberID }
 // handler: in explicit mode every record needs one final type (AckAccept,
 // AckRelease or AckReject), any number of AckRenew before it; in implicit
 // mode a call made while the handler runs overrides the acknowledgement
-// its return would make. Acknowledgements are batched into the next
+// its return would make: the first final type given wins, so after an
+// explicit Acknowledge a handler error releases nothing (it is logged at
+// Debug level only); to have the record delivered again, Acknowledge it
+// with AckRelease (or return the error without acknowledging it).
+// Acknowledgements are batched into the next
 // request to r's broker. ErrNotAcquired: r is no longer held by this
 // member (acknowledged already, or its lock expired).
 func (sc *ShareConsumer) Acknowledge(r *Record, t AcknowledgeType) error {
@@ -168,8 +172,7 @@ func (sc *ShareConsumer) runner() {
 			started = r.share.f.start(r.share.key)
 		}
 		f, k := r.share.f, r.share.key
-		if !started {
-			sc.expired.Add(1)
+		if !started { // its lock ended in the queue (the tracker counts it)
 			sc.idle()
 			r = nil
 			continue
@@ -178,8 +181,13 @@ func (sc *ShareConsumer) runner() {
 		sc.idle()
 		switch {
 		case err != nil:
-			f.finishIfHeld(k, share.Release)
-			sc.c.log.Debug("share handler failed; record released", append(sc.log(), "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", err)...)
+			what := "share handler failed; record released"
+			if ferr, _ := f.finish(k, share.Release, nil); ferr != nil {
+				// The handler acknowledged it (or its lock ended):
+				// that acknowledgement stands.
+				what = "share handler failed; record not held any more (acknowledged by the handler, or its lock ended)"
+			}
+			sc.c.log.Debug(what, append(sc.log(), "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", err)...)
 		case implicit:
 			// A record waiting for a runner, from the same broker, starts
 			// under the lock this one's acknowledgement takes.
@@ -477,8 +485,11 @@ type ShareStats struct {
 	// mode: the handler returned without acknowledging).
 	Acquired, Queued, Running, Held int
 	// Accepted, Released, Rejected and Renewed count acknowledgements
-	// sent; Expired counts records dropped because their lock ended
-	// before a handler took them or before their acknowledgement;
+	// sent; Expired counts acquisition locks that ended while this member
+	// held the record (before a handler took it, while it ran or was held,
+	// or before its acknowledgement went out), each record once; an
+	// acknowledgement overridden by the handler's own Acknowledge is not
+	// an expiry;
 	// Redelivered counts records received with a delivery count above 1;
 	// AckErrors the partitions a broker refused acknowledgements or
 	// fetches for; KeepAlives the requests sent only to keep a fetch
@@ -494,7 +505,7 @@ type ShareStats struct {
 func (sc *ShareConsumer) Stats() ShareStats {
 	st := ShareStats{
 		MemberID: sc.memberID, Accepted: sc.accepted.Load(), Released: sc.released.Load(),
-		Rejected: sc.rejected.Load(), Renewed: sc.renewed.Load(), Expired: sc.expired.Load(),
+		Rejected: sc.rejected.Load(), Renewed: sc.renewed.Load(),
 		Redelivered: sc.redelivered.Load(), AckErrors: sc.ackErrors.Load(), KeepAlives: sc.keepAlives.Load(),
 	}
 	snap := sc.cl.Snapshot()
@@ -519,6 +530,7 @@ func (sc *ShareConsumer) Stats() ShareStats {
 		st.Queued += f.tr.Count(share.Queued)
 		st.Running += f.tr.Count(share.Running)
 		st.Held += f.tr.Count(share.Held)
+		st.Expired += f.tr.Expired()
 		f.mu.Unlock()
 		if l := time.Duration(f.lockMs.Load()) * time.Millisecond; l > st.LockTimeout {
 			st.LockTimeout = l

@@ -144,7 +144,9 @@ func (f *shareFetcher) finish(k share.Key, typ int8, next *share.Key) (err error
 	}
 	f.mu.Unlock()
 	if !held {
-		f.sc.expired.Add(1)
+		// Acknowledged already (by the handler, before its return
+		// acknowledged it again), or its lock ended: only the latter
+		// is an expiry, and the tracker counted it.
 		return ErrNotAcquired, started
 	}
 	switch typ {
