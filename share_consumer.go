@@ -40,6 +40,11 @@ type ShareConsumer struct {
 	c   *Client
 	cl  *cluster.Cluster
 	cfg consumerConfig
+	// fetchClass is the member's own fetch connection per broker: a
+	// broker holds a ShareFetch for up to its max wait and answers a
+	// connection's requests in order, so members sharing one would
+	// each wait behind the others' long polls.
+	fetchClass cluster.Class
 
 	life     *lifecycle.Group
 	hctx     context.Context // handlers': cancelled at Close's deadline
@@ -66,8 +71,8 @@ type ShareConsumer struct {
 	// records from the broker's idle timeout (BrokerIdleTimeout).
 	keepAlive share.KeepAlive
 
-	accepted, released, rejected, renewed       atomic.Int64
-	expired, redelivered, ackErrors, keepAlives atomic.Int64
+	accepted, released, rejected, renewed atomic.Int64
+	redelivered, ackErrors, keepAlives    atomic.Int64
 }
 
 // NewShareConsumer joins the share group named by ShareGroup, subscribed to
@@ -80,8 +85,10 @@ type ShareConsumer struct {
 // config (latest unless altered), not OffsetReset.
 //
 // The handler's ctx is cancelled at Close's deadline; the record is then
-// released. A Client may carry any number of share consumers. On a closed
-// Client it returns ErrClientClosed (which matches ErrClosed) at once.
+// released. A Client may carry any number of share consumers: each has
+// its own fetch connection per broker (closed by Close), so no member's
+// ShareFetch waits behind another's long poll. On a closed Client it
+// returns ErrClientClosed (which matches ErrClosed) at once.
 func NewShareConsumer(c *Client, opts ...ConsumerOption) (*ShareConsumer, error) {
 	if err := c.closedErr("NewShareConsumer"); err != nil {
 		return nil, err
@@ -100,7 +107,8 @@ func NewShareConsumer(c *Client, opts ...ConsumerOption) (*ShareConsumer, error)
 		noFetch: make(chan struct{}), final: make(chan struct{}),
 		memberID: newMemberID(), coordinator: -1,
 		fetchers: map[int32]*shareFetcher{}, wake: make(chan struct{}, 1),
-		keepAlive: share.KeepAlive{Idle: c.cfg.brokerIdle},
+		keepAlive:  share.KeepAlive{Idle: c.cfg.brokerIdle},
+		fetchClass: c.cl.NewFetchClass(),
 	}
 	sc.q.init()
 	c.cl.TrackTopics(cfg.group.topics...)
@@ -126,7 +134,11 @@ func (sc *ShareConsumer) MemberID() string { return sc.memberID }
 // handler: in explicit mode every record needs one final type (AckAccept,
 // AckRelease or AckReject), any number of AckRenew before it; in implicit
 // mode a call made while the handler runs overrides the acknowledgement
-// its return would make. Acknowledgements are batched into the next
+// its return would make: the first final type given wins, so after an
+// explicit Acknowledge a handler error releases nothing (it is logged at
+// Debug level only); to have the record delivered again, Acknowledge it
+// with AckRelease (or return the error without acknowledging it).
+// Acknowledgements are batched into the next
 // request to r's broker. ErrNotAcquired: r is no longer held by this
 // member (acknowledged already, or its lock expired).
 func (sc *ShareConsumer) Acknowledge(r *Record, t AcknowledgeType) error {
@@ -164,8 +176,7 @@ func (sc *ShareConsumer) runner() {
 			started = r.share.f.start(r.share.key)
 		}
 		f, k := r.share.f, r.share.key
-		if !started {
-			sc.expired.Add(1)
+		if !started { // its lock ended in the queue (the tracker counts it)
 			sc.idle()
 			r = nil
 			continue
@@ -174,8 +185,13 @@ func (sc *ShareConsumer) runner() {
 		sc.idle()
 		switch {
 		case err != nil:
-			f.finishIfHeld(k, share.Release)
-			sc.c.log.Debug("share handler failed; record released", append(sc.log(), "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", err)...)
+			what := "share handler failed; record released"
+			if ferr, _ := f.finish(k, share.Release, nil); ferr != nil {
+				// The handler acknowledged it (or its lock ended):
+				// that acknowledgement stands.
+				what = "share handler failed; record not held any more (acknowledged by the handler, or its lock ended)"
+			}
+			sc.c.log.Debug(what, append(sc.log(), "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", err)...)
 		case implicit:
 			// A record waiting for a runner, from the same broker, starts
 			// under the lock this one's acknowledgement takes.
@@ -473,8 +489,11 @@ type ShareStats struct {
 	// mode: the handler returned without acknowledging).
 	Acquired, Queued, Running, Held int
 	// Accepted, Released, Rejected and Renewed count acknowledgements
-	// sent; Expired counts records dropped because their lock ended
-	// before a handler took them or before their acknowledgement;
+	// sent; Expired counts acquisition locks that ended while this member
+	// held the record (before a handler took it, while it ran or was held,
+	// or before its acknowledgement went out), each record once; an
+	// acknowledgement overridden by the handler's own Acknowledge is not
+	// an expiry;
 	// Redelivered counts records received with a delivery count above 1;
 	// AckErrors the partitions a broker refused acknowledgements or
 	// fetches for; KeepAlives the requests sent only to keep a fetch
@@ -490,7 +509,7 @@ type ShareStats struct {
 func (sc *ShareConsumer) Stats() ShareStats {
 	st := ShareStats{
 		MemberID: sc.memberID, Accepted: sc.accepted.Load(), Released: sc.released.Load(),
-		Rejected: sc.rejected.Load(), Renewed: sc.renewed.Load(), Expired: sc.expired.Load(),
+		Rejected: sc.rejected.Load(), Renewed: sc.renewed.Load(),
 		Redelivered: sc.redelivered.Load(), AckErrors: sc.ackErrors.Load(), KeepAlives: sc.keepAlives.Load(),
 	}
 	snap := sc.cl.Snapshot()
@@ -515,6 +534,7 @@ func (sc *ShareConsumer) Stats() ShareStats {
 		st.Queued += f.tr.Count(share.Queued)
 		st.Running += f.tr.Count(share.Running)
 		st.Held += f.tr.Count(share.Held)
+		st.Expired += f.tr.Expired()
 		f.mu.Unlock()
 		if l := time.Duration(f.lockMs.Load()) * time.Millisecond; l > st.LockTimeout {
 			st.LockTimeout = l
@@ -576,6 +596,7 @@ func (sc *ShareConsumer) Close(ctx context.Context) error {
 	sc.hcancel()
 	sc.life.Stop()
 	sc.life.Wait()
+	sc.cl.ReleaseClass(sc.fetchClass)
 	sc.cl.UntrackTopics(sc.cfg.group.topics...)
 	return err
 }

@@ -144,7 +144,9 @@ func (f *shareFetcher) finish(k share.Key, typ int8, next *share.Key) (err error
 	}
 	f.mu.Unlock()
 	if !held {
-		f.sc.expired.Add(1)
+		// Acknowledged already (by the handler, before its return
+		// acknowledged it again), or its lock ended: only the latter
+		// is an expiry, and the tracker counted it.
 		return ErrNotAcquired, started
 	}
 	switch typ {
@@ -411,7 +413,7 @@ func (f *shareFetcher) pause(ctx context.Context, d time.Duration) bool {
 func (f *shareFetcher) pin(on bool) {
 	var cn *conn.Conn
 	if on {
-		cn = f.sc.cl.OpenConn(f.node, cluster.ClassFetch)
+		cn = f.sc.cl.OpenConn(f.node, f.sc.fetchClass)
 	}
 	if cn == f.pinned {
 		return
@@ -492,7 +494,7 @@ func (f *shareFetcher) extend(renew []share.Key, sent time.Time) {
 // keep-alive: see share.KeepAlive).
 func (f *shareFetcher) acknowledge(ctx context.Context, keepAlive bool, sent time.Time) error {
 	sc := f.sc
-	cn, err := sc.cl.Conn(ctx, f.node, cluster.ClassFetch)
+	cn, err := sc.cl.Conn(ctx, f.node, sc.fetchClass)
 	if err != nil {
 		return err
 	}
@@ -628,7 +630,7 @@ func (f *shareFetcher) applyHints(hints []cluster.LeaderHint, eps []cluster.Brok
 func (f *shareFetcher) fetch(ctx context.Context, owned []shareTP, room int, wait time.Duration, sent time.Time) error {
 	sc := f.sc
 	f.unresolved = false
-	cn, err := sc.cl.Conn(ctx, f.node, cluster.ClassFetch)
+	cn, err := sc.cl.Conn(ctx, f.node, sc.fetchClass)
 	if err != nil {
 		return err
 	}
@@ -1005,7 +1007,7 @@ func (f *shareFetcher) closeSession(ctx context.Context) {
 		return // no session: leaving the group releases what we hold
 	}
 	pas, _ = share.SplitRenew(pas) // renewing what is being released is moot
-	cn := sc.cl.OpenConn(f.node, cluster.ClassFetch)
+	cn := sc.cl.OpenConn(f.node, sc.fetchClass)
 	if cn == nil {
 		return
 	}

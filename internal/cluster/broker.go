@@ -32,8 +32,14 @@ const (
 )
 
 func (c Class) String() string {
+	if c >= numClasses {
+		return fmt.Sprintf("fetch-%d", int(c-numClasses)+1)
+	}
 	return [...]string{"other", "produce", "fetch", "group", "read", "join"}[c]
 }
+
+// keyed reports whether c is a class of its own from NewFetchClass.
+func (c Class) keyed() bool { return c >= numClasses }
 
 // broker is one node (or seed address) with lazily dialed connections. Its
 // address never changes: a broker that moves is retired and replaced.
@@ -43,10 +49,44 @@ type broker struct {
 	addr   string
 
 	mu       sync.Mutex
-	conns    [numClasses]*conn.Conn
-	dialing  [numClasses]*dialCall
+	conns    [numClasses]slot
+	keyed    map[Class]*slot // classes of their own (NewFetchClass), created on first use
 	retired  bool
 	draining []*conn.Conn // connections of a retired broker finishing their requests
+}
+
+// slot is one class's connection to the broker and the dial under way
+// for it.
+type slot struct {
+	c       *conn.Conn
+	dialing *dialCall
+}
+
+// slot returns class cls's slot (b.mu held), creating a keyed class's on
+// first use unless create is false (then it may return nil).
+func (b *broker) slot(cls Class, create bool) *slot {
+	if !cls.keyed() {
+		return &b.conns[cls]
+	}
+	s := b.keyed[cls]
+	if s == nil && create {
+		if b.keyed == nil {
+			b.keyed = make(map[Class]*slot)
+		}
+		s = &slot{}
+		b.keyed[cls] = s
+	}
+	return s
+}
+
+// slots calls fn for every slot (b.mu held).
+func (b *broker) slots(fn func(Class, *slot)) {
+	for i := range b.conns {
+		fn(Class(i), &b.conns[i])
+	}
+	for cls, s := range b.keyed {
+		fn(cls, s)
+	}
 }
 
 // dialCall is a single-flight dial shared by every caller that needs the
@@ -67,19 +107,20 @@ func (b *broker) conn(ctx context.Context, cls Class) (*conn.Conn, error) {
 		b.mu.Unlock()
 		return nil, fmt.Errorf("broker %s (node %d) left the cluster: %w", b.addr, b.nodeID, errs.ErrConnClosed)
 	}
-	if c := b.conns[cls]; c != nil {
+	sl := b.slot(cls, true)
+	if c := sl.c; c != nil {
 		if c.Err() == nil {
 			b.mu.Unlock()
 			return c, nil
 		}
-		b.conns[cls] = nil
+		sl.c = nil
 	}
-	d := b.dialing[cls]
+	d := sl.dialing
 	if d == nil {
 		d = &dialCall{done: make(chan struct{})}
-		b.dialing[cls] = d
+		sl.dialing = d
 		if !b.cl.goOwned(func() { b.runDial(d, cls) }) {
-			b.dialing[cls] = nil
+			sl.dialing = nil
 			b.mu.Unlock()
 			return nil, errs.ErrClientClosed
 		}
@@ -113,19 +154,26 @@ func (b *broker) runDial(d *dialCall, cls Class) {
 	}
 	b.cl.recordDial(b.addr, err)
 	b.mu.Lock()
-	b.dialing[cls] = nil
+	sl := b.slot(cls, false)
+	if sl != nil && sl.dialing == d {
+		sl.dialing = nil
+	}
 	if err == nil {
-		switch cur := b.conns[cls]; {
+		switch {
 		case b.retired:
 			c.Close()
 			c, err = nil, fmt.Errorf("broker %s (node %d) left the cluster: %w", b.addr, b.nodeID, errs.ErrConnClosed)
-		case cur != nil && cur.Err() == nil:
+		case sl == nil:
+			// A keyed class released while we dialed.
+			c.Close()
+			c, err = nil, fmt.Errorf("connection class %s to broker %s (node %d) was released: %w", cls, b.addr, b.nodeID, errs.ErrConnClosed)
+		case sl.c != nil && sl.c.Err() == nil:
 			// Another path (an "any broker" race) installed a live
 			// connection meanwhile: keep it, drop ours.
 			c.Close()
-			c = cur
+			c = sl.c
 		default:
-			b.conns[cls] = c
+			sl.c = c
 		}
 	}
 	d.c, d.err = c, err
@@ -139,7 +187,8 @@ func (b *broker) runDial(d *dialCall, cls Class) {
 func (b *broker) adopt(cls Class, c *conn.Conn) *conn.Conn {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if cur := b.conns[cls]; cur != nil && cur.Err() == nil {
+	sl := b.slot(cls, true)
+	if cur := sl.c; cur != nil && cur.Err() == nil {
 		c.Close()
 		return cur
 	}
@@ -147,7 +196,7 @@ func (b *broker) adopt(cls Class, c *conn.Conn) *conn.Conn {
 		c.CloseWhenIdle()
 		return c
 	}
-	b.conns[cls] = c
+	sl.c = c
 	return c
 }
 
@@ -155,10 +204,26 @@ func (b *broker) adopt(cls Class, c *conn.Conn) *conn.Conn {
 func (b *broker) liveConn(cls Class) *conn.Conn {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if c := b.conns[cls]; c != nil && c.Err() == nil {
-		return c
+	if sl := b.slot(cls, false); sl != nil && sl.c != nil && sl.c.Err() == nil {
+		return sl.c
 	}
 	return nil
+}
+
+// release forgets keyed class cls and closes its connection once its
+// requests finish; a dial under way for it closes what it gets.
+func (b *broker) release(cls Class) {
+	b.mu.Lock()
+	sl := b.keyed[cls]
+	delete(b.keyed, cls)
+	var c *conn.Conn
+	if sl != nil {
+		c = sl.c // nil once retire moved it to draining
+	}
+	b.mu.Unlock()
+	if c != nil {
+		c.CloseWhenIdle()
+	}
 }
 
 // retire stops new use of the broker and closes each connection once its
@@ -166,13 +231,14 @@ func (b *broker) liveConn(cls Class) *conn.Conn {
 func (b *broker) retire() {
 	b.mu.Lock()
 	b.retired = true
-	conns := b.conns
-	b.conns = [numClasses]*conn.Conn{}
-	for _, c := range conns {
-		if c != nil {
-			b.draining = append(b.draining, c)
+	var conns []*conn.Conn
+	b.slots(func(_ Class, sl *slot) {
+		if sl.c != nil {
+			conns = append(conns, sl.c)
+			b.draining = append(b.draining, sl.c)
+			sl.c = nil
 		}
-	}
+	})
 	b.mu.Unlock()
 	for _, c := range conns {
 		if c != nil {
@@ -197,15 +263,16 @@ func (b *broker) drained() bool {
 func (b *broker) closeIdle(now time.Time, idle time.Duration) {
 	b.mu.Lock()
 	var toClose []*conn.Conn
-	for i, c := range b.conns {
+	b.slots(func(cls Class, sl *slot) {
+		c := sl.c
 		if c == nil {
-			continue
+			return
 		}
 		if c.Err() != nil || (c.Inflight() == 0 && !c.Pinned() && now.Sub(c.LastUsed()) > idle) {
 			toClose = append(toClose, c)
-			b.conns[i] = nil
+			sl.c = nil
 		}
-	}
+	})
 	b.mu.Unlock()
 	for _, c := range toClose {
 		c.CloseWhenIdle()
@@ -215,9 +282,12 @@ func (b *broker) closeIdle(now time.Time, idle time.Duration) {
 // closeAll closes every connection now, draining ones included.
 func (b *broker) closeAll() {
 	b.mu.Lock()
-	conns := append(b.conns[:0:0], b.conns[:]...)
+	var conns []*conn.Conn
+	b.slots(func(_ Class, sl *slot) {
+		conns = append(conns, sl.c)
+		sl.c = nil
+	})
 	conns = append(conns, b.draining...)
-	b.conns = [numClasses]*conn.Conn{}
 	b.draining = nil
 	b.retired = true
 	b.mu.Unlock()

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/riffle-go/riffle/internal/backoff"
@@ -91,6 +92,37 @@ type Cluster struct {
 	dialing  map[string]*inflightDial // "any broker" dials running, for reports
 
 	meta metaState
+
+	lastClass atomic.Int32 // the last class NewFetchClass handed out
+}
+
+// NewFetchClass returns a traffic class of the caller's own: a
+// connection per broker that no other caller's requests share, for a
+// long-poll loop that must not queue behind another's (each share group
+// member's ShareFetches: a broker holds each for up to its max wait, and
+// answers one connection's requests in order). ReleaseClass closes its
+// connections once the caller is done with them.
+func (c *Cluster) NewFetchClass() Class {
+	return numClasses + Class(c.lastClass.Add(1)) - 1
+}
+
+// ReleaseClass closes the connections of a class from NewFetchClass, each
+// once its requests finish, and forgets them. A later Conn of the class
+// dials again (the caller should not make one).
+func (c *Cluster) ReleaseClass(cls Class) {
+	if !cls.keyed() {
+		return
+	}
+	c.mu.Lock()
+	all := append([]*broker(nil), c.seeds...)
+	for _, b := range c.brokers {
+		all = append(all, b)
+	}
+	all = append(all, c.retired...)
+	c.mu.Unlock()
+	for _, b := range all {
+		b.release(cls)
+	}
 }
 
 // RetryBackoff is the delay policy between retries (Config.RetryBackoff).

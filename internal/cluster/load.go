@@ -106,15 +106,15 @@ func (c *Cluster) Loads() []BrokerLoad {
 	for _, b := range entries {
 		l := &loads[at[b.addr]]
 		b.mu.Lock()
-		for cls, cn := range b.conns {
-			if cn != nil && cn.Err() == nil {
+		b.slots(func(_ Class, sl *slot) {
+			if cn := sl.c; cn != nil && cn.Err() == nil {
 				l.Connected = true
 				l.Inflight += cn.Inflight()
 			}
-			if b.dialing[cls] != nil {
+			if sl.dialing != nil {
 				l.Dialing = true
 			}
-		}
+		})
 		b.mu.Unlock()
 	}
 	return loads

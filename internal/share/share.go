@@ -590,7 +590,17 @@ type Tracker struct {
 	nextID uint64
 	base   time.Time // ticks count from it
 	based  bool
+	// expired counts the acquisitions whose lock ended while held
+	// (Expired).
+	expired int64
 }
+
+// Expired is how many acquisitions lost their lock while held: dropped by
+// Expire, found expired by Start, Finish or Take, or replaced by the same
+// offset acquired again (the broker gave it out after its lock ended).
+// Each acquisition counts at most once; an acknowledgement of a record
+// already acknowledged (a stale key) is not an expiry.
+func (t *Tracker) Expired() int64 { return t.expired }
 
 // hent is a heap entry: the deadline as a tick, so sifting compares
 // integers in the heap's own array rather than times in the slab.
@@ -625,6 +635,9 @@ func (t *Tracker) Acquire(tp TP, offset int64, deadline time.Time) Key {
 		t.last, t.lastTP = ix, tp
 	}
 	if old, ok := ix.m[offset]; ok {
+		// Held still, yet the broker handed it out again: its lock
+		// ended there.
+		t.expired++
 		t.drop(old, false) // no sweep: ix is about to get offset again
 	}
 	if len(ix.m) == 0 {
@@ -721,6 +734,7 @@ func (t *Tracker) Start(k Key, now time.Time) bool {
 		return false
 	}
 	if !now.Before(t.slab[slot].deadline) {
+		t.expired++
 		t.release(slot)
 		return false
 	}
@@ -748,6 +762,9 @@ func (t *Tracker) Finish(k Key, now time.Time) bool {
 		return false
 	}
 	alive := now.Before(t.slab[slot].deadline)
+	if !alive {
+		t.expired++
+	}
 	t.release(slot)
 	return alive
 }
@@ -834,6 +851,7 @@ func (t *Tracker) Expire(now time.Time) int {
 			n++
 		}
 	}
+	t.expired += int64(n)
 	return n
 }
 
@@ -846,6 +864,8 @@ func (t *Tracker) Take(now time.Time, states ...State) []Key {
 			slot := t.heaps[s][len(t.heaps[s])-1].slot
 			if now.Before(t.slab[slot].deadline) {
 				out = append(out, t.key(slot))
+			} else {
+				t.expired++
 			}
 			t.release(slot)
 		}

@@ -10,8 +10,9 @@ import (
 // modelTracker is the Tracker as it was: a map scanned whole by Due,
 // Next, Expire and Take. The fuzz test holds the Tracker to it.
 type modelTracker struct {
-	m      map[tpOff]*modelEntry
-	nextID uint64
+	m       map[tpOff]*modelEntry
+	nextID  uint64
+	expired int64 // acquisitions whose lock ended while held
 }
 
 type tpOff struct {
@@ -28,6 +29,9 @@ type modelEntry struct {
 func (m *modelTracker) acquire(tp TP, off int64, d time.Time) uint64 {
 	if m.m == nil {
 		m.m = map[tpOff]*modelEntry{}
+	}
+	if m.m[tpOff{tp, off}] != nil {
+		m.expired++ // handed out again: its lock ended at the broker
 	}
 	m.nextID++
 	m.m[tpOff{tp, off}] = &modelEntry{id: m.nextID, deadline: d}
@@ -140,6 +144,7 @@ func FuzzTracker(f *testing.F) {
 				want := e != nil && e.state == Queued && at(now).Before(e.deadline)
 				if e != nil && e.state == Queued && !want {
 					delete(m.m, tpOff{k.TP, k.Offset})
+					m.expired++
 				}
 				if want {
 					e.state = Running
@@ -162,6 +167,9 @@ func FuzzTracker(f *testing.F) {
 				want := e != nil && at(now).Before(e.deadline)
 				if e != nil {
 					delete(m.m, tpOff{k.TP, k.Offset})
+					if !want {
+						m.expired++
+					}
 				}
 				if got := tr.Finish(k, at(now)); got != want {
 					t.Fatalf("finish %+v: %v want %v", k, got, want)
@@ -223,6 +231,7 @@ func FuzzTracker(f *testing.F) {
 						want++
 					}
 				}
+				m.expired += int64(want)
 				if got := tr.Expire(at(now)); got != want {
 					t.Fatalf("expire: %d want %d", got, want)
 				}
@@ -234,6 +243,8 @@ func FuzzTracker(f *testing.F) {
 						if slices.Contains(states, e.state) {
 							if at(now).Before(e.deadline) {
 								want = append(want, e.id)
+							} else {
+								m.expired++
 							}
 							delete(m.m, k)
 						}
@@ -253,6 +264,9 @@ func FuzzTracker(f *testing.F) {
 			}
 			if tr.Len() != len(m.m) {
 				t.Fatalf("len %d want %d", tr.Len(), len(m.m))
+			}
+			if tr.Expired() != m.expired {
+				t.Fatalf("expired %d want %d", tr.Expired(), m.expired)
 			}
 			checkHeaps(t, &tr)
 		}
@@ -493,5 +507,42 @@ func BenchmarkTrackerChurn(b *testing.B) {
 		ks[j] = tr.Acquire(tp0, off, base.Add(time.Minute+time.Duration(off)*time.Microsecond))
 		tr.Start(ks[j], base)
 		off++
+	}
+}
+
+// TestTrackerExpired: Expired counts locks that ended while held, once
+// each, and never an acknowledgement of a record already acknowledged
+// (a handler's Acknowledge followed by the one its return makes).
+func TestTrackerExpired(t *testing.T) {
+	var tr Tracker
+	now := time.Unix(1000, 0)
+	lock := now.Add(time.Second)
+	a := tr.Acquire(tp0, 1, lock)
+	if !tr.Start(a, now) || !tr.Finish(a, now) {
+		t.Fatal("a live record was not started and finished")
+	}
+	if tr.Finish(a, now) || tr.Finish(a, now.Add(time.Hour)) {
+		t.Fatal("a finished record finished again")
+	}
+	if n := tr.Expired(); n != 0 {
+		t.Fatalf("acknowledging an acknowledged record counted %d expiries", n)
+	}
+	b := tr.Acquire(tp0, 2, lock)
+	tr.Start(b, now)
+	if tr.Finish(b, lock) || tr.Finish(b, lock) {
+		t.Fatal("an expired record finished")
+	}
+	c := tr.Acquire(tp0, 3, lock)
+	if tr.Expire(lock) != 1 || tr.Start(c, lock) {
+		t.Fatal("an expired queued record was not dropped")
+	}
+	d := tr.Acquire(tp0, 4, lock)
+	if tr.Start(d, lock) {
+		t.Fatal("an expired record started")
+	}
+	tr.Acquire(tp0, 5, lock)
+	tr.Acquire(tp0, 5, lock.Add(time.Second)) // redelivered while held
+	if n := tr.Expired(); n != 4 {
+		t.Fatalf("Expired %d, want 4 (b, c, d, the first 5)", n)
 	}
 }
