@@ -341,6 +341,20 @@ func (m *member) ownedTPs() assign.TopicPartitions {
 	return out
 }
 
+// joinRequest sends a JoinGroup. One the coordinator holds longer than
+// slowJoinAfter is logged once at Info: the coordinator waits for members
+// that have not rejoined, typically this process's previous instance
+// (restarted with a new member id) until its session times out, which
+// static membership avoids.
+func (m *member) joinRequest(ctx context.Context, join *kmsg.JoinGroupRequest) (kmsg.Response, error) {
+	slow := time.AfterFunc(m.cfg.slowJoinAfter, func() {
+		m.cs.c.log.Info("group join waits for members that have not rejoined (a restarted member's previous instance counts until its session timeout expires); InstanceID (static membership) avoids the wait",
+			"group", m.cfg.id, "waited", m.cfg.slowJoinAfter, "session_timeout", m.cfg.sessionTimeout, "rebalance_timeout", m.cfg.rebalanceTimeout)
+	})
+	defer slow.Stop()
+	return m.groupRequest(ctx, join)
+}
+
 // joinAndSync joins the group and returns this member's assignment.
 func (m *member) joinAndSync(ctx context.Context) (assign.TopicPartitions, error) {
 	topics := m.subscription()
@@ -382,7 +396,7 @@ func (m *member) joinAndSync(ctx context.Context) (assign.TopicPartitions, error
 			p.Metadata = assign.EncodeSubscriptionRack(b.a, topics, claim, gen, m.cs.c.cfg.rack)
 			join.Protocols = append(join.Protocols, p)
 		}
-		resp, err := m.groupRequest(ctx, join)
+		resp, err := m.joinRequest(ctx, join)
 		if err != nil {
 			return nil, err
 		}

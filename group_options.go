@@ -53,6 +53,7 @@ type groupConfig struct {
 	autoCommitEvery   time.Duration
 	commitMetadata    string
 	revokeTimeout     time.Duration
+	slowJoinAfter     time.Duration // a JoinGroup pending this long is logged (tests shorten it)
 	onAssigned        func(context.Context, []TopicPartition)
 	onRevoked         func(context.Context, []TopicPartition)
 	onLost            func(context.Context, []TopicPartition)
@@ -69,6 +70,7 @@ func defaultGroupConfig() groupConfig {
 		autoCommit:        true,
 		autoCommitEvery:   5 * time.Second,
 		revokeTimeout:     30 * time.Second,
+		slowJoinAfter:     5 * time.Second,
 	}
 }
 
@@ -138,7 +140,9 @@ func GroupRemoteAssignor(name string) ConsumerOption {
 
 // InstanceID enables static membership (group.instance.id, KIP-345): a
 // restart within the session timeout keeps the member's partitions without
-// a rebalance.
+// a rebalance. Without it a restarted member (a new member id) waits for
+// its previous instance's session to expire; a join held over 5 s is
+// logged once at Info.
 func InstanceID(id string) ConsumerOption { return func(c *consumerConfig) { c.group.instanceID = id } }
 
 // AutoCommitInterval commits the offsets of finished records this often
