@@ -160,6 +160,11 @@ func (p *cpart) applyFetchLocked(node int32, epoch uint64, offset int64, leaderE
 	if n := len(recs); n > 0 && recs[n-1].LeaderEpoch >= 0 {
 		p.fetchedEpoch = recs[n-1].LeaderEpoch
 	}
+	if res.NextOffset > p.fetchOffset && res.LastEpoch >= 0 {
+		// The batch ending at the new fetch offset, a control batch
+		// (a transaction marker) too.
+		p.fetchedEpoch = res.LastEpoch
+	}
 	if res.HighWatermark >= 0 {
 		p.hw = res.HighWatermark
 	}
@@ -267,10 +272,33 @@ func (p *cpart) scheduleLocked() {
 		return
 	}
 	if p.buf.len() == 0 && p.fetchErr == nil {
-		return
+		if !p.tailLocked() {
+			return
+		}
+		if p.cs.cfg.sink == nil {
+			// Nothing to run: every record fetched finished.
+			p.position, p.processed = p.fetchOffset, p.fetchOffset
+			p.processedEpoch = p.fetchedEpoch
+			return
+		}
+		// The sink learns the gap from an empty offer (offer).
 	}
 	p.queued = true
 	p.cs.runq.push(p)
+}
+
+// tailLocked reports whether the fetch offset is past the position with
+// nothing buffered and nothing in hand: the offsets in between hold no
+// record for the handler (transaction markers, aborted records skipped
+// under read_committed, records compacted away). They count as handled
+// once every record before them is (a consumer at the end of a
+// transactional topic is at its high watermark, and commits it, as the
+// Java client commits its position past the markers), so with a handler
+// once processed caught up with the position; a sink is told by an offer
+// without records (Batch.Next) and decides itself.
+func (p *cpart) tailLocked() bool {
+	return p.position >= 0 && p.fetchOffset > p.position && p.inHand == 0 && !p.running &&
+		(p.cs.cfg.sink != nil || p.processed == p.position)
 }
 
 func (p *cpart) setPaused(paused bool) {

@@ -109,8 +109,12 @@ func (cs *Consumer) run(p *cpart) (int, error) {
 			cs.reportError(fe)
 			return 0, nil
 		}
-		p.mu.Unlock()
-		return 0, nil
+		if cs.cfg.sink == nil || !p.tailLocked() {
+			p.mu.Unlock()
+			return 0, nil
+		}
+		// Nothing buffered but a gap past the last record offered
+		// (markers): an empty offer tells the sink (tailLocked).
 	}
 	// The chunk leaves the partition's buffer but stays in the global
 	// budget until handled.

@@ -61,6 +61,11 @@ func (cs *Consumer) offer(p *cpart, gen uint64, chunk []*Record) int {
 		p.position = chunk[n-1].Offset + 1
 		p.inHand, p.inHandBytes = len(chunk)-n, left
 	}
+	if n == len(chunk) && b.Next >= 0 && p.gen == gen {
+		// Everything fetched went over, and the gap after it (markers)
+		// is the sink's to cover: Batch.Next.
+		p.position = max(p.position, b.Next)
+	}
 	if n < len(chunk) && p.wakes == wakes && p.gen == gen {
 		p.blocked = true
 	}

@@ -28,7 +28,11 @@ type Partition struct {
 	Records []batch.Record
 	// NextOffset is where the next fetch starts: after the last complete
 	// batch, which may be past the last record (compaction, markers).
-	NextOffset    int64
+	NextOffset int64
+	// LastEpoch is the leader epoch of the batch that ends at NextOffset
+	// (a control batch's too), -1 when no batch was decoded: the epoch
+	// of the fetch position, to validate it or commit it (KIP-320).
+	LastEpoch     int32
 	HighWatermark int64
 	LastStable    int64
 	LogStart      int64
@@ -91,6 +95,7 @@ func (s *SliceSink) Drop(n int) {
 func DecodePartitionTo(rp *kmsg.FetchResponseTopicPartition, fetchOffset int64, opts DecodeOptions, sink Sink) Partition {
 	out := Partition{
 		NextOffset:    fetchOffset,
+		LastEpoch:     -1,
 		HighWatermark: rp.HighWatermark,
 		LastStable:    rp.LastStableOffset,
 		LogStart:      rp.LogStartOffset,
@@ -169,6 +174,7 @@ func DecodePartitionTo(rp *kmsg.FetchResponseTopicPartition, fetchOffset int64, 
 			}
 		}
 		out.NextOffset = b.LastOffset + 1
+		out.LastEpoch = b.PartitionLeaderEpoch
 		out.Bytes = it.Pos()
 	}
 	if stopErr != nil {
