@@ -40,6 +40,13 @@ type PartitionResult struct {
 	Err error
 }
 
+// String formats the result with its field names, e.g. "t[0]{Err:<nil>}".
+// (Without it, the String of the embedded TopicPartition would be promoted
+// and %v would print only the partition.)
+func (r PartitionResult) String() string {
+	return fmt.Sprintf("%v{Err:%v}", r.TopicPartition, r.Err)
+}
+
 // PartitionResults is one result per partition.
 type PartitionResults []PartitionResult
 
@@ -66,6 +73,13 @@ type DeletedRecords struct {
 	// (KafkaErrorForCode(1)) for an offset above the high watermark, ErrUnknownTopicOrPartition, or why its
 	// leader could not answer.
 	Err error
+}
+
+// String formats the result with its field names, e.g.
+// "t[0]{LowWatermark:42 Err:<nil>}". (Without it, the String of the embedded TopicPartition would be promoted
+// and %v would print only the partition.)
+func (d DeletedRecords) String() string {
+	return fmt.Sprintf("%v{LowWatermark:%v Err:%v}", d.TopicPartition, d.LowWatermark, d.Err)
 }
 
 // DeleteRecords deletes the records of each partition below the given
@@ -269,6 +283,13 @@ type PartitionReassignment struct {
 	Removing []int32
 }
 
+// String formats the reassignment with its field names, e.g.
+// "t[0]{Replicas:[1 2 3] Adding:[3] Removing:[1]}". (Without it, the String of the embedded TopicPartition would be promoted
+// and %v would print only the partition.)
+func (r PartitionReassignment) String() string {
+	return fmt.Sprintf("%v{Replicas:%v Adding:%v Removing:%v}", r.TopicPartition, r.Replicas, r.Adding, r.Removing)
+}
+
 // ListPartitionReassignments lists the reassignments in progress of the
 // given partitions, or of every partition when none is given, sorted. It
 // asks the controller, retried when the controller moved.
@@ -402,6 +423,13 @@ type LogDirPartition struct {
 	OffsetLag int64
 	// IsFuture marks a replica being moved into this directory.
 	IsFuture bool
+}
+
+// String formats the replica with its field names, e.g.
+// "t[0]{Size:1024 OffsetLag:0 IsFuture:false}". (Without it, the String of the embedded TopicPartition would be promoted
+// and %v would print only the partition.)
+func (p LogDirPartition) String() string {
+	return fmt.Sprintf("%v{Size:%v OffsetLag:%v IsFuture:%v}", p.TopicPartition, p.Size, p.OffsetLag, p.IsFuture)
 }
 
 // LogDir is one log directory of a broker.

@@ -107,6 +107,13 @@ type ShareGroupOffset struct {
 	Err         error
 }
 
+// String formats the offset with its field names, e.g.
+// "t[0]{StartOffset:10 LeaderEpoch:0 Lag:5 Err:<nil>}". (Without it, the String of the embedded TopicPartition would be promoted
+// and %v would print only the partition.)
+func (o ShareGroupOffset) String() string {
+	return fmt.Sprintf("%v{StartOffset:%v LeaderEpoch:%v Lag:%v Err:%v}", o.TopicPartition, o.StartOffset, o.LeaderEpoch, o.Lag, o.Err)
+}
+
 // DescribeShareGroupOffsets returns the share group's start offsets for
 // the partitions of topics (every topic the group has state for, when
 // none are named), sorted.

@@ -90,6 +90,13 @@ type PartitionProducers struct {
 	Err error
 }
 
+// String formats the answer with its field names, e.g.
+// "t[0]{Producers:[{ProducerID:7 ...}] Err:<nil>}". (Without it, the String of the embedded TopicPartition would be promoted
+// and %v would print only the partition.)
+func (p PartitionProducers) String() string {
+	return fmt.Sprintf("%v{Producers:%+v Err:%v}", p.TopicPartition, p.Producers, p.Err)
+}
+
 // DescribeProducers returns the producers active on each partition, one
 // result per distinct partition, in request order. Each partition is
 // asked of its leader (leaders in parallel, one request each); a

@@ -1,7 +1,10 @@
 package riffle
 
 import (
+	"encoding/hex"
+	"strconv"
 	"time"
+	"unicode/utf8"
 	"unsafe"
 
 	"github.com/riffle-go/riffle/internal/batch"
@@ -42,6 +45,19 @@ type Record struct {
 type Header struct {
 	Key   string
 	Value []byte
+}
+
+// String formats the header as key=value, the value quoted as text when
+// it is valid UTF-8 (key="v"), as hex bytes otherwise (key=0x00ff), and
+// key=null for a nil value, so that %v of a []Header is readable.
+func (h Header) String() string {
+	switch {
+	case h.Value == nil:
+		return h.Key + "=null"
+	case utf8.Valid(h.Value):
+		return h.Key + "=" + strconv.Quote(string(h.Value))
+	}
+	return h.Key + "=0x" + hex.EncodeToString(h.Value)
 }
 
 // Records are encoded and decoded with batch.Header, a struct identical to
