@@ -245,8 +245,7 @@ func parseFrom(s string) (start riffle.StartOffset, reset riffle.ResetPolicy, sy
 // (on the consumer's goroutines) and the command's goroutine.
 type consumeRun struct {
 	cfg    *consumeConfig
-	stopAt map[int32]int64     // --to, per partition; nil without it
-	idle   map[int32]idleSince // partitions idle below their stop offset; only wait's goroutine
+	stopAt map[int32]int64 // --to, per partition; nil without it
 	stderr io.Writer
 
 	seen      atomic.Int64 // records printed
@@ -298,7 +297,7 @@ func (a *app) consume(cmd *cobra.Command, cl *riffle.Client, cfg *consumeConfig,
 	run := &consumeRun{
 		cfg: cfg, stderr: a.stderr, wake: make(chan struct{}, 1),
 		out: bufio.NewWriterSize(a.stdout, 64<<10), parts: map[int32]*partCount{},
-		failed: map[int32]bool{}, idle: map[int32]idleSince{},
+		failed: map[int32]bool{},
 	}
 	run.enc = json.NewEncoder(run.out)
 	run.enc.SetEscapeHTML(false)
@@ -507,14 +506,11 @@ func (r *consumeRun) finished(cs *riffle.Consumer) bool {
 	// The end is an offset, not a record: a transaction marker (or
 	// aborted records under read_committed) may fill the offsets below
 	// it and never reach the handler, so the consumer's position counts
-	// too, and so does a partition that sits idle below its end.
+	// too: the library moves it past markers once the records before
+	// them are handled.
 	processed := map[int32]int64{}
-	now := time.Now()
 	for _, ps := range cs.Stats().Partitions {
 		processed[ps.Partition] = max(ps.Processed, ps.Position)
-		if r.idleAtEnd(ps, now) {
-			processed[ps.Partition] = r.stopAt[ps.Partition]
-		}
 	}
 	r.errMu.Lock()
 	defer r.errMu.Unlock()
@@ -526,40 +522,6 @@ func (r *consumeRun) finished(cs *riffle.Consumer) bool {
 		}
 	}
 	return true
-}
-
-// endGrace is how long a partition must sit idle below its --to offset,
-// with the broker's end at or past it, to count as done: longer than a
-// fetch's long poll (500 ms by default), which returns at once when a
-// record is there to read.
-const endGrace = 1500 * time.Millisecond
-
-// idleAtEnd reports whether the partition has nothing left to hand over
-// below its stop offset: every record fetched is finished, the last
-// fetch saw the end at or past the stop offset, and the position did
-// not move for endGrace. What is left below the end then is control
-// records (transaction markers) or aborted records the consumer skips:
-// until the library moves Position past them, this ends -e on a
-// transactional topic.
-func (r *consumeRun) idleAtEnd(ps riffle.PartitionStats, now time.Time) bool {
-	to, ok := r.stopAt[ps.Partition]
-	if !ok || ps.Position >= to || ps.Position < 0 || ps.Position != ps.Processed ||
-		ps.BufferedRecords > 0 || ps.HighWatermark < to {
-		delete(r.idle, ps.Partition)
-		return false
-	}
-	st, ok := r.idle[ps.Partition]
-	if !ok || st.pos != ps.Position {
-		r.idle[ps.Partition] = idleSince{ps.Position, now}
-		return false
-	}
-	return now.Sub(st.at) >= endGrace
-}
-
-// idleSince is where a partition sat idle below its end, and since when.
-type idleSince struct {
-	pos int64
-	at  time.Time
 }
 
 func (r *consumeRun) poke() {
