@@ -529,8 +529,11 @@ func TestTrackerExpired(t *testing.T) {
 	}
 	b := tr.Acquire(tp0, 2, lock)
 	tr.Start(b, now)
-	if tr.Finish(b, lock) || tr.Finish(b, lock) {
+	if tr.Finish(b, lock) {
 		t.Fatal("an expired record finished")
+	}
+	if tr.Finish(b, lock) {
+		t.Fatal("an expired record finished twice")
 	}
 	c := tr.Acquire(tp0, 3, lock)
 	if tr.Expire(lock) != 1 || tr.Start(c, lock) {
