@@ -329,8 +329,22 @@ type ListedOffset struct {
 // offset (timestamp OffsetEarliest), the latest (OffsetLatest), or the
 // first offset whose record timestamp is at or after timestamp (millis).
 // Requests go to each partition's leader in parallel; a partition whose
-// leader moved is retried after a metadata refresh.
+// leader moved is retried after a metadata refresh. The offsets are read
+// uncommitted: OffsetLatest is the high watermark (ListOffsetsIsolated
+// with ReadCommitted gives the last stable offset).
 func (a *Admin) ListOffsets(ctx context.Context, timestamp int64, topics ...string) ([]ListedOffset, error) {
+	return a.ListOffsetsIsolated(ctx, ReadUncommitted, timestamp, topics...)
+}
+
+// ListOffsetsIsolated is ListOffsets at an isolation level (Java's
+// ListOffsetsOptions.isolationLevel). Under ReadCommitted, OffsetLatest
+// is the last stable offset: below the first record of a transaction
+// still open, where a read_committed consumer's reading ends for now;
+// timestamp queries find only offsets below it.
+func (a *Admin) ListOffsetsIsolated(ctx context.Context, isolation IsolationLevel, timestamp int64, topics ...string) ([]ListedOffset, error) {
+	if isolation != ReadUncommitted && isolation != ReadCommitted {
+		return nil, fmt.Errorf("%w: ListOffsetsIsolated: isolation level %d is neither ReadUncommitted nor ReadCommitted", ErrInvalidConfig, isolation)
+	}
 	cl := a.c.cl
 	type tp struct {
 		t string
@@ -371,7 +385,7 @@ func (a *Admin) ListOffsets(ctx context.Context, timestamp int64, topics ...stri
 				for i, x := range tps {
 					qs[i] = offsetsQuery{topic: x.t, partition: x.p, timestamp: timestamp, leaderEpoch: -1}
 				}
-				req := listOffsetsRequest(qs, ReadUncommitted)
+				req := listOffsetsRequest(qs, isolation)
 				resp, err := cl.Request(ctx, leader, cluster.ClassOther, req)
 				mu.Lock()
 				defer mu.Unlock()

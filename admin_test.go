@@ -285,3 +285,48 @@ func TestOneOffLookupsAreNotTracked(t *testing.T) {
 		t.Fatal("a topic nobody uses is still in the metadata snapshot")
 	}
 }
+
+// ListOffsetsIsolated with ReadCommitted answers the last stable offset:
+// with a transaction open after two committed records, the latest offset
+// is the first record of the open transaction under read_committed and
+// the high watermark under read_uncommitted.
+func TestAdminListOffsetsReadCommitted(t *testing.T) {
+	fake := newFake(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
+	cl := newTestClient(t, SeedBrokers(fake.ListenAddrs()...))
+	ctx := txnCtx(t)
+	produceRecords(t, cl, recs("t", "v", 2))
+	p := startTxn(t, cl, "txn")
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ProduceSync(ctx, recs("t", "open", 3)...); err != nil {
+		t.Fatal(err)
+	}
+	latest := func(iso IsolationLevel) int64 {
+		t.Helper()
+		offs, err := cl.Admin().ListOffsetsIsolated(ctx, iso, OffsetLatest, "t")
+		if err != nil || len(offs) != 1 || offs[0].Err != nil {
+			t.Fatalf("ListOffsetsIsolated(%d): %v %+v", iso, err, offs)
+		}
+		return offs[0].Offset
+	}
+	if got := latest(ReadUncommitted); got != 5 {
+		t.Errorf("read_uncommitted latest = %d, want the high watermark 5", got)
+	}
+	if got := latest(ReadCommitted); got != 2 {
+		t.Errorf("read_committed latest = %d, want the last stable offset 2", got)
+	}
+	if offs, err := cl.Admin().ListOffsets(ctx, OffsetLatest, "t"); err != nil || offs[0].Offset != 5 {
+		t.Errorf("ListOffsets latest = %+v, %v; want 5", offs, err)
+	}
+	if _, err := cl.Admin().ListOffsetsIsolated(ctx, IsolationLevel(7), OffsetLatest, "t"); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("isolation 7: %v, want ErrInvalidConfig", err)
+	}
+	if err := p.CommitTransaction(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// After the commit the marker is written at 5: both read 6.
+	if a, b := latest(ReadUncommitted), latest(ReadCommitted); a != 6 || b != 6 {
+		t.Errorf("after commit: latest %d (uncommitted), %d (committed); want 6 and 6", a, b)
+	}
+}

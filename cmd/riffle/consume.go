@@ -316,7 +316,14 @@ func (a *app) consume(cmd *cobra.Command, cl *riffle.Client, cfg *consumeConfig,
 	if cfg.to != "" {
 		run.stopAt = map[int32]int64{}
 		if cfg.to == "end" {
-			offs, err := cl.Admin().ListOffsets(setupCtx, riffle.OffsetLatest, cfg.topic)
+			// The end is where this reading ends for now: the high
+			// watermark, or under read_committed the last stable
+			// offset (a transaction still open is not waited for).
+			iso := riffle.ReadUncommitted
+			if cfg.isolation == "read_committed" {
+				iso = riffle.ReadCommitted
+			}
+			offs, err := cl.Admin().ListOffsetsIsolated(setupCtx, iso, riffle.OffsetLatest, cfg.topic)
 			if err != nil {
 				return fmt.Errorf("listing the end offsets of %q: %w", cfg.topic, err)
 			}

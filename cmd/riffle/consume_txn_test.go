@@ -65,4 +65,23 @@ func TestConsumeExitAtEndTransactional(t *testing.T) {
 	}
 	r = on(t, c, "consume", "eos", "-e", "--isolation", "serializable")
 	r.wantCode(t, 2)
+
+	// With a transaction open, read_committed's end is the last stable
+	// offset: -e prints what is committed and exits, rather than waiting
+	// for the transaction (it waited until the end was listed under
+	// read_committed).
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ProduceSync(ctx, &riffle.Record{Topic: "eos", Value: []byte("open")}); err != nil {
+		t.Fatal(err)
+	}
+	r = on(t, c, "consume", "eos", "-e", "--isolation", "read_committed")
+	r.wantCode(t, 0)
+	if got, want := r.stdout, "c1\nc2\nc3\n"; got != want {
+		t.Errorf("read_committed stdout with a transaction open = %q, want %q", got, want)
+	}
+	if err := p.AbortTransaction(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
