@@ -14,9 +14,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// Configs of topics and brokers: DescribeTopicConfigs,
-// DescribeBrokerConfigs, AlterTopicConfigs and
-// IncrementalAlterBrokerConfigs share one path (configRouted): the config
+// Configs of topics, brokers and groups (admin_group_configs.go):
+// DescribeTopicConfigs, DescribeBrokerConfigs, DescribeGroupConfigs,
+// AlterTopicConfigs, IncrementalAlterBrokerConfigs and AlterGroupConfigs
+// share one path (describeKeyed, alterKeyed, configRouted): the config
 // of a given broker is asked of that broker (brokers only answer for
 // themselves), every other resource of any broker; resources whose answer
 // is retriable are asked again within the client's retry budget.
