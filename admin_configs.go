@@ -14,9 +14,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// Configs of topics and brokers: DescribeTopicConfigs,
-// DescribeBrokerConfigs, AlterTopicConfigs and
-// IncrementalAlterBrokerConfigs share one path (configRouted): the config
+// Configs of topics, brokers and groups (admin_group_configs.go):
+// DescribeTopicConfigs, DescribeBrokerConfigs, DescribeGroupConfigs,
+// AlterTopicConfigs, IncrementalAlterBrokerConfigs and AlterGroupConfigs
+// share one path (describeKeyed, alterKeyed, configRouted): the config
 // of a given broker is asked of that broker (brokers only answer for
 // themselves), every other resource of any broker; resources whose answer
 // is retriable are asked again within the client's retry budget.
@@ -355,21 +356,12 @@ func (a *Admin) describeConfigs(ctx context.Context, resources []configResource)
 
 // DescribeTopicConfigs returns the configs of topics, one result per topic.
 func (a *Admin) DescribeTopicConfigs(ctx context.Context, topics ...string) ([]TopicConfigs, error) {
-	topics = uniqueStrings(topics)
-	rs := make([]configResource, len(topics))
-	for i, t := range topics {
-		rs[i] = configResource{kmsg.ConfigResourceTypeTopic, t}
-	}
-	configs, failed, err := a.describeConfigs(ctx, rs)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]TopicConfigs, len(topics))
-	for i, r := range rs {
-		out[i] = TopicConfigs{Topic: r.name, Configs: configs[r], Err: failed[r]}
-	}
-	return out, nil
+	return describeKeyed(ctx, a, topics, topicResource, nil, func(t string, cs []ConfigEntry, err error) TopicConfigs {
+		return TopicConfigs{Topic: t, Configs: cs, Err: err}
+	})
 }
+
+func topicResource(t string) configResource { return configResource{kmsg.ConfigResourceTypeTopic, t} }
 
 // DescribeBrokerConfigs returns the configs of brokers by node id, one
 // result per distinct id, in request order; DefaultBroker describes the
@@ -390,24 +382,41 @@ func checkConfigBroker(b int32) error {
 // describePerBroker describes the resource res names for each distinct
 // broker, in request order; a broker check refuses fails locally.
 func (a *Admin) describePerBroker(ctx context.Context, brokers []int32, res func(int32) configResource, check func(int32) error) ([]BrokerConfigs, error) {
-	brokers = uniqueInt32s(brokers)
+	return describeKeyed(ctx, a, brokers, res, check, func(b int32, cs []ConfigEntry, err error) BrokerConfigs {
+		return BrokerConfigs{Broker: b, Configs: cs, Err: err}
+	})
+}
+
+// describeKeyed describes the resource res names for each distinct key (a
+// topic, a broker, a group), in request order, and makes each key's result
+// with mk. A key that check (if any) refuses fails locally: nothing is
+// asked for it.
+func describeKeyed[K comparable, T any](ctx context.Context, a *Admin, keys []K, res func(K) configResource, check func(K) error,
+	mk func(key K, configs []ConfigEntry, err error) T,
+) ([]T, error) {
+	keys = uniqueKeys(keys)
+	bad := map[K]error{}
 	var rs []configResource
-	out := make([]BrokerConfigs, len(brokers))
-	for i, b := range brokers {
-		out[i].Broker = b
-		if out[i].Err = check(b); out[i].Err == nil {
-			rs = append(rs, res(b))
+	for _, k := range keys {
+		if check != nil {
+			if err := check(k); err != nil {
+				bad[k] = err
+				continue
+			}
 		}
+		rs = append(rs, res(k))
 	}
 	configs, failed, err := a.describeConfigs(ctx, rs)
 	if err != nil {
 		return nil, err
 	}
-	for i, b := range brokers {
-		if out[i].Err == nil {
-			r := res(b)
-			out[i].Configs, out[i].Err = configs[r], failed[r]
+	out := make([]T, len(keys))
+	for i, k := range keys {
+		if e := bad[k]; e != nil {
+			out[i] = mk(k, nil, e)
+			continue
 		}
+		out[i] = mk(k, configs[res(k)], failed[res(k)])
 	}
 	return out, nil
 }
@@ -528,40 +537,17 @@ func (a *Admin) AlterTopicConfigs(ctx context.Context, changes ...AlterConfig) (
 }
 
 func (a *Admin) alterTopicConfigs(ctx context.Context, changes []AlterConfig, validateOnly bool) (TopicResults, error) {
-	var topics []string
-	var rs []configResource
-	ops := map[configResource][]kmsg.IncrementalAlterConfigsRequestResourceConfig{}
-	bad := map[string]error{}
-	for _, ch := range changes {
-		r := configResource{kmsg.ConfigResourceTypeTopic, ch.Topic}
-		if _, seen := ops[r]; !seen {
-			if _, seen := bad[ch.Topic]; !seen {
-				topics = append(topics, ch.Topic)
-			}
-		}
-		c, err := alterOp(ch.Name, ch.Value, ch.Op)
-		if err != nil {
-			bad[ch.Topic] = err
-			continue
-		}
-		ops[r] = append(ops[r], c)
+	chs := make([]configChange[string], len(changes))
+	for i, ch := range changes {
+		chs[i] = configChange[string]{ch.Topic, ch.Name, ch.Value, ch.Op}
 	}
-	for _, t := range topics {
-		if bad[t] == nil {
-			rs = append(rs, configResource{kmsg.ConfigResourceTypeTopic, t})
-		}
-	}
-	got, err := a.alterConfigs(ctx, rs, ops, validateOnly)
+	topics, errs, err := alterKeyed(ctx, a, chs, validateOnly, topicResource, nil)
 	if err != nil {
 		return nil, err
 	}
 	out := make(TopicResults, len(topics))
 	for i, t := range topics {
-		e := bad[t]
-		if e == nil {
-			e = got[configResource{kmsg.ConfigResourceTypeTopic, t}]
-		}
-		out[i] = TopicResult{Topic: t, Err: e}
+		out[i] = TopicResult{Topic: t, Err: errs[t]}
 	}
 	return out, nil
 }
@@ -590,56 +576,92 @@ func (a *Admin) incrementalAlterBrokerConfigs(ctx context.Context, changes []Bro
 // check refuses or that is invalid fails its broker locally, and nothing
 // is sent for that broker.
 func (a *Admin) alterPerBroker(ctx context.Context, changes []BrokerConfigChange, validateOnly bool, res func(int32) configResource, check func(BrokerConfigChange) error) (BrokerResults, error) {
-	var brokers []int32
-	seen := map[int32]bool{}
-	ops := map[configResource][]kmsg.IncrementalAlterConfigsRequestResourceConfig{}
-	bad := map[int32]error{}
-	for _, ch := range changes {
-		if !seen[ch.Broker] {
-			seen[ch.Broker] = true
-			brokers = append(brokers, ch.Broker)
-		}
-		if err := check(ch); err != nil {
-			bad[ch.Broker] = err
-			continue
-		}
-		c, err := alterOp(ch.Name, ch.Value, ch.Op)
-		if err != nil {
-			bad[ch.Broker] = err
-			continue
-		}
-		r := res(ch.Broker)
-		ops[r] = append(ops[r], c)
+	chs := make([]configChange[int32], len(changes))
+	for i, ch := range changes {
+		chs[i] = configChange[int32]{ch.Broker, ch.Name, ch.Value, ch.Op}
 	}
-	var rs []configResource
-	for _, b := range brokers {
-		if bad[b] == nil {
-			rs = append(rs, res(b))
-		}
-	}
-	got, err := a.alterConfigs(ctx, rs, ops, validateOnly)
+	brokers, errs, err := alterKeyed(ctx, a, chs, validateOnly, res, func(ch configChange[int32]) error {
+		return check(BrokerConfigChange{Broker: ch.key, Name: ch.name, Value: ch.value, Op: ch.op})
+	})
 	if err != nil {
 		return nil, err
 	}
 	out := make(BrokerResults, len(brokers))
 	for i, b := range brokers {
-		e := bad[b]
-		if e == nil {
-			e = got[res(b)]
-		}
-		out[i] = BrokerResult{Broker: b, Err: e}
+		out[i] = BrokerResult{Broker: b, Err: errs[b]}
 	}
 	return out, nil
 }
 
+// configChange is one change of the config resource of a key (a topic, a
+// broker, a group).
+type configChange[K comparable] struct {
+	key   K
+	name  string
+	value *string
+	op    ConfigOp
+}
+
+// alterKeyed sends the changes of each distinct key to the resource res
+// names for it, and returns the keys in request order with each one's
+// error. A change that check (if any) refuses or that is invalid fails its
+// key locally, and nothing is sent for that key.
+func alterKeyed[K comparable](ctx context.Context, a *Admin, changes []configChange[K], validateOnly bool, res func(K) configResource, check func(configChange[K]) error) ([]K, map[K]error, error) {
+	var keys []K
+	seen := map[K]bool{}
+	ops := map[configResource][]kmsg.IncrementalAlterConfigsRequestResourceConfig{}
+	bad := map[K]error{}
+	for _, ch := range changes {
+		if !seen[ch.key] {
+			seen[ch.key] = true
+			keys = append(keys, ch.key)
+		}
+		if check != nil {
+			if err := check(ch); err != nil {
+				bad[ch.key] = err
+				continue
+			}
+		}
+		c, err := alterOp(ch.name, ch.value, ch.op)
+		if err != nil {
+			bad[ch.key] = err
+			continue
+		}
+		r := res(ch.key)
+		ops[r] = append(ops[r], c)
+	}
+	var rs []configResource
+	for _, k := range keys {
+		if bad[k] == nil {
+			rs = append(rs, res(k))
+		}
+	}
+	got, err := a.alterConfigs(ctx, rs, ops, validateOnly)
+	if err != nil {
+		return nil, nil, err
+	}
+	errs := make(map[K]error, len(keys))
+	for _, k := range keys {
+		if e := bad[k]; e != nil {
+			errs[k] = e
+		} else {
+			errs[k] = got[res(k)]
+		}
+	}
+	return keys, errs, nil
+}
+
 // uniqueInt32s drops repeated ids, keeping the first occurrence.
-func uniqueInt32s(in []int32) []int32 {
-	seen := make(map[int32]bool, len(in))
-	out := make([]int32, 0, len(in))
-	for _, n := range in {
-		if !seen[n] {
-			seen[n] = true
-			out = append(out, n)
+func uniqueInt32s(in []int32) []int32 { return uniqueKeys(in) }
+
+// uniqueKeys drops repeated keys, keeping the first occurrence.
+func uniqueKeys[K comparable](in []K) []K {
+	seen := make(map[K]bool, len(in))
+	out := make([]K, 0, len(in))
+	for _, k := range in {
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, k)
 		}
 	}
 	return out

@@ -25,7 +25,8 @@ type ValidateOnlyAdmin struct{ a *Admin }
 
 // ValidateOnly returns the validate-only form of the calls that support
 // it: CreateTopics, CreatePartitions, AlterTopicConfigs,
-// IncrementalAlterBrokerConfigs and IncrementalAlterBrokerLoggers.
+// IncrementalAlterBrokerConfigs, IncrementalAlterBrokerLoggers and
+// AlterGroupConfigs.
 func (a *Admin) ValidateOnly() *ValidateOnlyAdmin { return &ValidateOnlyAdmin{a} }
 
 // CreateTopics validates the creation of topics without creating them:

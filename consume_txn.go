@@ -61,6 +61,9 @@ import (
 // A handler call (a chunk of up to MaxBatchRecords records) delays the
 // commit point it runs into, so it must finish well within the producer's
 // TransactionTimeout; the coordinator aborts a transaction open longer.
+//
+// NewShareConsumer refuses it: share groups acknowledge records and have
+// no offsets to commit in a transaction.
 func ExactlyOnce(p *Producer, every CommitEvery) ConsumerOption {
 	return func(c *consumerConfig) { c.eos = &eosConfig{p: p, every: every} }
 }

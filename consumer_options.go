@@ -169,7 +169,19 @@ type consumerConfig struct {
 	sink            recordSink // riffle/process; replaces the handler
 	eos             *eosConfig // ExactlyOnce
 	share           shareConfig
+	// given records the options whose default is a valid value, so
+	// NewShareConsumer can refuse them whatever value they carry.
+	given givenOptions
 }
+
+// givenOptions is a set of consumer options that were given.
+type givenOptions uint8
+
+const (
+	givenOffsetReset givenOptions = 1 << iota
+	givenIsolation
+	givenMaxBatchRecords
+)
 
 func defaultConsumerConfig() consumerConfig {
 	return consumerConfig{
@@ -295,7 +307,7 @@ func HandleBatch(fn func(ctx context.Context, b *FetchBatch) error) ConsumerOpti
 // when a log truncation is detected after a leader
 // change (ErrLogTruncated, a *LogTruncationError) and a reset policy lets
 // the partition go on from where the logs diverge; with ResetNone such a
-// partition stops.
+// partition stops. NewShareConsumer refuses it: no share partition stops.
 func OnPartitionError(fn func(*PartitionError)) ConsumerOption {
 	return func(c *consumerConfig) { c.onError = fn }
 }
@@ -316,10 +328,18 @@ func Runners(n int) ConsumerOption { return func(c *consumerConfig) { c.runners 
 // only what is produced after it joined. Set ResetEarliest to read a
 // topic's history. (The riffle CLI's "consume --from" defaults to
 // earliest instead: a person asking to see a topic wants what is in it.)
-func OffsetReset(p ResetPolicy) ConsumerOption { return func(c *consumerConfig) { c.reset = p } }
+// NewShareConsumer refuses it: a share group starts where its
+// share.auto.offset.reset group config says (Admin.AlterGroupConfigs).
+func OffsetReset(p ResetPolicy) ConsumerOption {
+	return func(c *consumerConfig) { c.reset, c.given = p, c.given|givenOffsetReset }
+}
 
 // Isolation sets the isolation level (default ReadUncommitted).
-func Isolation(l IsolationLevel) ConsumerOption { return func(c *consumerConfig) { c.isolation = l } }
+// NewShareConsumer refuses it: a share group reads at its
+// share.isolation.level group config (Admin.AlterGroupConfigs).
+func Isolation(l IsolationLevel) ConsumerOption {
+	return func(c *consumerConfig) { c.isolation, c.given = l, c.given|givenIsolation }
+}
 
 // FetchMaxWait is how long a broker may hold a fetch waiting for data
 // (default 500 ms).
@@ -360,5 +380,7 @@ func MaxDecompressedBytes(n int) ConsumerOption {
 }
 
 // MaxBatchRecords caps the records given to one HandleBatch call (default
-// 1000).
-func MaxBatchRecords(n int) ConsumerOption { return func(c *consumerConfig) { c.maxBatchRecords = n } }
+// 1000). NewShareConsumer refuses it (see ShareMaxRecords).
+func MaxBatchRecords(n int) ConsumerOption {
+	return func(c *consumerConfig) { c.maxBatchRecords, c.given = n, c.given|givenMaxBatchRecords }
+}

@@ -86,7 +86,7 @@ func readmeTour(ctx context.Context, user, pass string, k, v []byte, recs []*rif
 		}
 	}
 	// The rest of Java's AdminClient works the same way, one result per item:
-	// ACLs, client quotas, topic and broker configs (incremental), DeleteRecords,
+	// ACLs, client quotas, topic, broker and group configs (incremental), DeleteRecords,
 	// reassignments, ElectLeaders, log dirs, SCRAM credentials (salted here),
 	// group offsets, features. Each goes to the broker that must answer
 	// (controller, leader, coordinator, a given broker) and is retried there.

@@ -96,7 +96,8 @@ func SubscribeTopics(topics ...string) ConsumerOption {
 // makes the member give up its partitions. With GroupProtocolConsumer the
 // broker matches the pattern (KIP-848 SubscribedTopicRegex, RE2/J syntax)
 // and the member lists topics only to name ones it is assigned and does not
-// know yet.
+// know yet. NewShareConsumer refuses it: share groups subscribe by topic
+// name.
 func SubscribePattern(re *regexp.Regexp) ConsumerOption {
 	return func(c *consumerConfig) { c.group.pattern = re }
 }
@@ -142,7 +143,8 @@ func GroupRemoteAssignor(name string) ConsumerOption {
 // restart within the session timeout keeps the member's partitions without
 // a rebalance. Without it a restarted member (a new member id) waits for
 // its previous instance's session to expire; a join held over 5 s is
-// logged once at Info.
+// logged once at Info. NewShareConsumer refuses it: share groups have no
+// static membership.
 func InstanceID(id string) ConsumerOption { return func(c *consumerConfig) { c.group.instanceID = id } }
 
 // AutoCommitInterval commits the offsets of finished records this often

@@ -80,9 +80,17 @@ type ShareConsumer struct {
 // records the group hands it. Options that apply: ShareGroup,
 // SubscribeTopics, HandleRecord, Runners, FetchMaxWait, FetchMaxBytes,
 // CheckCRC, MaxDecompressedBytes, ShareAcknowledgementMode,
-// ShareMaxRecords, ShareAutoRenew; the others are ignored. Where a share
-// group starts in a partition is the group's share.auto.offset.reset
-// config (latest unless altered), not OffsetReset.
+// ShareMaxRecords, ShareAutoRenew. Options that would change what the
+// application gets are refused with ErrInvalidConfig, whatever their
+// value, the error saying what to do instead: ExactlyOnce (a share group
+// has no offsets to commit), Isolation and OffsetReset (the group's
+// share.isolation.level and share.auto.offset.reset configs decide: set
+// them with Admin.AlterGroupConfigs), OnPartitionError (no partition
+// stops), InstanceID (no static membership), SubscribePattern (topics
+// by name only), MaxBatchRecords (records come one at a time; see
+// ShareMaxRecords), and HandleBatch. The other consumer and group
+// options (fetch buffers, session and commit settings) are tuning of the
+// regular consumer and are ignored.
 //
 // The handler's ctx is cancelled at Close's deadline; the record is then
 // released. A Client may carry any number of share consumers: each has

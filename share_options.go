@@ -135,8 +135,13 @@ func (c *consumerConfig) validateShare() error {
 		return bad("no share group (use ShareGroup)")
 	case c.group.id != "":
 		return bad("ConsumerGroup and ShareGroup are exclusive")
-	case c.group.pattern != nil:
-		return bad("share groups subscribe by topic name (SubscribeTopics), not by pattern")
+	}
+	for _, r := range shareRefused {
+		if r.given(c) {
+			return bad("%s is not supported: %s", r.option, r.instead)
+		}
+	}
+	switch {
 	case len(c.group.topics) == 0:
 		return bad("share group %q subscribes to nothing (use SubscribeTopics)", c.share.group)
 	case c.onBatch != nil || c.sink != nil:
@@ -153,4 +158,34 @@ func (c *consumerConfig) validateShare() error {
 		return bad("fetch max wait %v out of range", c.fetchMaxWait)
 	}
 	return nil
+}
+
+// shareRefused are the consumer options whose meaning a share group does
+// not have, or has in a group config the member cannot set: honouring
+// none of them silently would change what the application gets (e.g.
+// aborted records under Isolation(ReadCommitted)), so NewShareConsumer
+// refuses each, whatever its value, and says what to do instead.
+var shareRefused = []struct {
+	option  string
+	given   func(*consumerConfig) bool
+	instead string
+}{
+	{"ExactlyOnce", func(c *consumerConfig) bool { return c.eos != nil },
+		"share groups acknowledge records, they have no offsets to commit in a transaction (delivery is at least once)"},
+	{"Isolation", func(c *consumerConfig) bool { return c.given&givenIsolation != 0 },
+		"a share group's isolation level is its share.isolation.level group config (read_uncommitted unless altered): " +
+			"set it with Admin.AlterGroupConfigs, or riffle config set --group GROUP share.isolation.level=read_committed"},
+	{"OffsetReset", func(c *consumerConfig) bool { return c.given&givenOffsetReset != 0 },
+		"where a share group starts in a partition is its share.auto.offset.reset group config (latest unless altered): " +
+			"set it with Admin.AlterGroupConfigs, or riffle config set --group GROUP share.auto.offset.reset=earliest; " +
+			"Admin.AlterShareGroupOffsets moves a group that has started"},
+	{"OnPartitionError", func(c *consumerConfig) bool { return c.onError != nil },
+		"a share consumer stops no partition: a handler error releases its record to be delivered again, " +
+			"and fetch and acknowledgement errors are logged and counted in ShareConsumer.Stats"},
+	{"InstanceID", func(c *consumerConfig) bool { return c.group.instanceID != "" },
+		"share groups have no static membership (KIP-932 members name themselves): a restarted member joins as a new one"},
+	{"SubscribePattern", func(c *consumerConfig) bool { return c.group.pattern != nil },
+		"share groups subscribe by topic name: use SubscribeTopics"},
+	{"MaxBatchRecords", func(c *consumerConfig) bool { return c.given&givenMaxBatchRecords != 0 },
+		"a ShareConsumer hands HandleRecord one record at a time; ShareMaxRecords caps the records one share fetch acquires"},
 }

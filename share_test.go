@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // newShareFake starts a 3-broker cluster with topic "t" of partitions
@@ -29,25 +28,15 @@ func newShareFake(t testing.TB, partitions int32, lock time.Duration) *kfake.Clu
 // (share.auto.offset.reset, a group config).
 func shareFromEarliest(t testing.TB, cl *Client, group string) {
 	t.Helper()
-	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
-	r := kmsg.NewIncrementalAlterConfigsRequestResource()
-	r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
-	c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
-	c.Name, c.Op = "share.auto.offset.reset", kmsg.IncrementalAlterConfigOpSet
-	v := "earliest"
-	c.Value = &v
-	r.Configs = append(r.Configs, c)
-	req.Resources = append(req.Resources, r)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	resp, err := cl.cl.RequestAny(ctx, req)
+	v := "earliest"
+	res, err := cl.Admin().AlterGroupConfigs(ctx, GroupConfigChange{Group: group, Name: "share.auto.offset.reset", Value: &v})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, rr := range resp.(*kmsg.IncrementalAlterConfigsResponse).Resources {
-		if rr.ErrorCode != 0 {
-			t.Fatal(KafkaErrorForCode(rr.ErrorCode))
-		}
+	if err := res.Err(); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -315,16 +315,20 @@ status 1 if a filter failed.`,
 func (a *app) configCmd() *cobra.Command {
 	cmd := groupCmd(&cobra.Command{
 		Use:   "config",
-		Short: "Describe, set and delete topic and broker configs",
-		Long: `Manage the dynamic configs of a topic (--topic) or a broker (--broker ID, or
---broker default for the cluster-wide default of every broker): describe
+		Short: "Describe, set and delete topic, broker and group configs",
+		Long: `Manage the dynamic configs of a topic (--topic), a broker (--broker ID, or
+--broker default for the cluster-wide default of every broker) or a group
+(--group, a consumer or share group: e.g. share.auto.offset.reset and
+share.isolation.level, which a share group's members cannot set): describe
 them, set keys and delete keys (back to their defaults). Changes are
 incremental: keys not named keep their values. With --validate-only the
 brokers check a change and apply none of it.`,
 		Example: `  riffle config describe --topic orders
   riffle config describe --broker 1 --all
+  riffle config describe --group jobs --all
   riffle config set --topic orders retention.ms=86400000 cleanup.policy=compact
   riffle config set --broker default log.retention.ms=604800000
+  riffle config set --group jobs share.auto.offset.reset=earliest
   riffle config set --topic orders retention.ms=86400000 --validate-only
   riffle config delete --topic orders retention.ms`,
 	})
@@ -332,16 +336,31 @@ brokers check a change and apply none of it.`,
 	return cmd
 }
 
-// configTarget is --topic T or --broker N|default.
+// configKind is the kind of resource a config command is about.
+type configKind int8
+
+const (
+	configTopic configKind = iota
+	configBroker
+	configGroup
+)
+
+// configTarget is --topic T, --broker N|default or --group G; check sets
+// kind (and broker).
 type configTarget struct {
 	topic   string
 	broker  string
+	group   string
 	loggers bool // the broker's logger levels (BROKER_LOGGER), not its configs
+
+	kind     configKind
+	brokerID int32
 }
 
 func (t *configTarget) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&t.topic, "topic", "", "the `TOPIC` whose configs to use")
 	cmd.Flags().StringVar(&t.broker, "broker", "", "the broker `ID` whose configs to use, or default for the cluster-wide default")
+	cmd.Flags().StringVar(&t.group, "group", "", "the `GROUP` (consumer or share group) whose configs to use")
 	cmd.Flags().BoolVar(&t.loggers, "loggers", false, "with --broker ID: the broker's logger levels (BROKER_LOGGER) instead of its configs")
 }
 
@@ -350,40 +369,54 @@ func addValidateOnly(cmd *cobra.Command) *bool {
 	return cmd.Flags().Bool("validate-only", false, "only have the broker check the change: apply nothing")
 }
 
-// brokerID parses --broker; ok is false when --topic was given.
-func (t *configTarget) check() (broker int32, isBroker bool, err error) {
+// check validates the flags: exactly one of --topic, --broker and --group.
+func (t *configTarget) check() error {
+	given := 0
+	for _, f := range []string{t.topic, t.broker, t.group} {
+		if f != "" {
+			given++
+		}
+	}
 	switch {
-	case t.topic != "" && t.broker != "":
-		return 0, false, usageErrorf("give --topic or --broker, not both")
-	case t.topic == "" && t.broker == "":
-		return 0, false, usageErrorf("give --topic TOPIC or --broker ID (or --broker default)")
+	case given > 1:
+		return usageErrorf("give one of --topic, --broker and --group")
+	case given == 0:
+		return usageErrorf("give --topic TOPIC, --broker ID (or --broker default) or --group GROUP")
 	case t.loggers && t.broker == "":
-		return 0, false, usageErrorf("--loggers needs --broker ID")
+		return usageErrorf("--loggers needs --broker ID")
 	case t.topic != "":
-		return 0, false, nil
+		t.kind = configTopic
+		return nil
+	case t.group != "":
+		t.kind = configGroup
+		return nil
 	case strings.EqualFold(t.broker, "default"):
 		if t.loggers {
-			return 0, false, usageErrorf("--loggers needs a broker id: loggers have no cluster-wide default")
+			return usageErrorf("--loggers needs a broker id: loggers have no cluster-wide default")
 		}
-		return riffle.DefaultBroker, true, nil
+		t.kind, t.brokerID = configBroker, riffle.DefaultBroker
+		return nil
 	}
 	n, err := strconv.ParseInt(t.broker, 10, 32)
 	if err != nil || n < 0 {
-		return 0, false, usageErrorf("--broker %q: want a broker id (0 or more) or default", t.broker)
+		return usageErrorf("--broker %q: want a broker id (0 or more) or default", t.broker)
 	}
-	return int32(n), true, nil
+	t.kind, t.brokerID = configBroker, int32(n)
+	return nil
 }
 
-func (t *configTarget) name(broker int32, isBroker bool) string {
+func (t *configTarget) name() string {
 	switch {
-	case !isBroker:
+	case t.kind == configTopic:
 		return fmt.Sprintf("topic %q", t.topic)
-	case broker == riffle.DefaultBroker:
+	case t.kind == configGroup:
+		return fmt.Sprintf("group %q", t.group)
+	case t.brokerID == riffle.DefaultBroker:
 		return "the default broker config"
 	case t.loggers:
-		return fmt.Sprintf("the loggers of broker %d", broker)
+		return fmt.Sprintf("the loggers of broker %d", t.brokerID)
 	}
-	return fmt.Sprintf("broker %d", broker)
+	return fmt.Sprintf("broker %d", t.brokerID)
 }
 
 func (a *app) configDescribeCmd() *cobra.Command {
@@ -393,22 +426,22 @@ func (a *app) configDescribeCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "describe",
-		Short: "Describe the configs of a topic or a broker",
-		Long: `Describe the configs of a topic or a broker that differ from the defaults
-(all of them with --all), sorted by name, with where each value comes
-from. Sensitive values are never shown.`,
+		Short: "Describe the configs of a topic, a broker or a group",
+		Long: `Describe the configs of a topic, a broker or a group that differ from the
+defaults (all of them with --all), sorted by name, with where each value
+comes from. Sensitive values are never shown.`,
 		Example: `  riffle config describe --topic orders
   riffle config describe --broker 0 --all
   riffle config describe --broker default -o json
-  riffle config describe --broker 1 --loggers`,
+  riffle config describe --broker 1 --loggers
+  riffle config describe --group jobs --all`,
 		Args: cobra.NoArgs,
 	}
 	target.add(cmd)
 	cmd.Flags().BoolVar(&all, "all", false, "include configs at their defaults")
 	output := addOutputFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		broker, isBroker, err := target.check()
-		if err != nil {
+		if err := target.check(); err != nil {
 			return err
 		}
 		cl, err := a.connect()
@@ -417,25 +450,33 @@ from. Sensitive values are never shown.`,
 		}
 		var entries []riffle.ConfigEntry
 		var itemErr error
-		if isBroker {
-			describe := cl.Admin().DescribeBrokerConfigs
+		adm := cl.Admin()
+		switch target.kind {
+		case configBroker:
+			describe := adm.DescribeBrokerConfigs
 			if target.loggers {
-				describe = cl.Admin().DescribeBrokerLoggers
+				describe = adm.DescribeBrokerLoggers
 			}
-			res, err := describe(a.context(), broker)
+			res, err := describe(a.context(), target.brokerID)
 			if err != nil {
 				return fmt.Errorf("describing configs: %w", err)
 			}
 			entries, itemErr = res[0].Configs, res[0].Err
-		} else {
-			res, err := cl.Admin().DescribeTopicConfigs(a.context(), target.topic)
+		case configGroup:
+			res, err := adm.DescribeGroupConfigs(a.context(), target.group)
+			if err != nil {
+				return fmt.Errorf("describing configs: %w", err)
+			}
+			entries, itemErr = res[0].Configs, res[0].Err
+		default:
+			res, err := adm.DescribeTopicConfigs(a.context(), target.topic)
 			if err != nil {
 				return fmt.Errorf("describing configs: %w", err)
 			}
 			entries, itemErr = res[0].Configs, res[0].Err
 		}
 		if itemErr != nil {
-			return fmt.Errorf("%s: %w", target.name(broker, isBroker), itemErr)
+			return fmt.Errorf("%s: %w", target.name(), itemErr)
 		}
 		out := []configInfo{}
 		for _, c := range entries {
@@ -468,22 +509,22 @@ func (a *app) configSetCmd() *cobra.Command {
 	var target configTarget
 	cmd := &cobra.Command{
 		Use:   "set KEY=VALUE...",
-		Short: "Set configs of a topic or a broker",
-		Long: `Set configs of a topic or a broker (dynamic broker configs only). Keys not
-named keep their values. With --validate-only the broker checks the
-change (names, values, authorization, alter policies) and applies none.`,
+		Short: "Set configs of a topic, a broker or a group",
+		Long: `Set configs of a topic, a broker (dynamic broker configs only) or a group.
+Keys not named keep their values. With --validate-only the broker checks
+the change (names, values, authorization, alter policies) and applies none.`,
 		Example: `  riffle config set --topic orders retention.ms=86400000
   riffle config set --broker 1 log.retention.ms=3600000
   riffle config set --broker default log.retention.ms=604800000
   riffle config set --broker 1 --loggers kafka.server.ReplicaManager=DEBUG
+  riffle config set --group jobs share.auto.offset.reset=earliest share.isolation.level=read_committed
   riffle config set --topic orders cleanup.policy=compact --validate-only`,
 		Args: cobra.MinimumNArgs(1),
 	}
 	target.add(cmd)
 	validateOnly := addValidateOnly(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		broker, isBroker, err := target.check()
-		if err != nil {
+		if err := target.check(); err != nil {
 			return err
 		}
 		kvs, err := parseConfigs(args)
@@ -500,7 +541,7 @@ change (names, values, authorization, alter policies) and applies none.`,
 			v := kvs[k]
 			ops[i] = configOp{name: k, value: &v, op: riffle.ConfigOpSet}
 		}
-		return a.alterConfigs(&target, broker, isBroker, ops, "set", *validateOnly)
+		return a.alterConfigs(&target, ops, "set", *validateOnly)
 	}
 	return cmd
 }
@@ -510,19 +551,20 @@ func (a *app) configDeleteCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "delete KEY...",
 		Aliases: []string{"rm"},
-		Short:   "Delete configs of a topic or a broker (back to their defaults)",
-		Long: `Delete dynamic configs of a topic or a broker: they revert to their defaults.
-With --validate-only the broker checks the change and applies none.`,
+		Short:   "Delete configs of a topic, a broker or a group (back to their defaults)",
+		Long: `Delete dynamic configs of a topic, a broker or a group: they revert to their
+defaults. With --validate-only the broker checks the change and applies
+none.`,
 		Example: `  riffle config delete --topic orders retention.ms
   riffle config delete --broker default log.retention.ms
+  riffle config delete --group jobs share.auto.offset.reset
   riffle config delete --topic orders retention.ms --validate-only`,
 		Args: cobra.MinimumNArgs(1),
 	}
 	target.add(cmd)
 	validateOnly := addValidateOnly(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		broker, isBroker, err := target.check()
-		if err != nil {
+		if err := target.check(); err != nil {
 			return err
 		}
 		ops := make([]configOp, len(args))
@@ -532,7 +574,7 @@ With --validate-only the broker checks the change and applies none.`,
 			}
 			ops[i] = configOp{name: k, op: riffle.ConfigOpDelete}
 		}
-		return a.alterConfigs(&target, broker, isBroker, ops, "delete", *validateOnly)
+		return a.alterConfigs(&target, ops, "delete", *validateOnly)
 	}
 	return cmd
 }
@@ -546,19 +588,19 @@ type configOp struct {
 // alterConfigs applies ops (or has them validated) and reports each change
 // with verb ("set", "delete"): "set k=v on ...", "deleted k on ...", "would
 // set k=v on ..." when validating.
-func (a *app) alterConfigs(target *configTarget, broker int32, isBroker bool, ops []configOp, verb string, validateOnly bool) error {
+func (a *app) alterConfigs(target *configTarget, ops []configOp, verb string, validateOnly bool) error {
 	cl, err := a.connect()
 	if err != nil {
 		return err
 	}
 	adm := cl.Admin()
 	what := "altering configs"
-	alterBroker, alterLoggers, alterTopic := adm.IncrementalAlterBrokerConfigs, adm.IncrementalAlterBrokerLoggers, adm.AlterTopicConfigs
+	alterBroker, alterLoggers, alterTopic, alterGroup := adm.IncrementalAlterBrokerConfigs, adm.IncrementalAlterBrokerLoggers, adm.AlterTopicConfigs, adm.AlterGroupConfigs
 	switch {
 	case validateOnly:
 		what = "validating config changes"
 		v := adm.ValidateOnly()
-		alterBroker, alterLoggers, alterTopic = v.IncrementalAlterBrokerConfigs, v.IncrementalAlterBrokerLoggers, v.AlterTopicConfigs
+		alterBroker, alterLoggers, alterTopic, alterGroup = v.IncrementalAlterBrokerConfigs, v.IncrementalAlterBrokerLoggers, v.AlterTopicConfigs, v.AlterGroupConfigs
 		verb = "would " + verb
 	case verb == "delete":
 		verb = "deleted"
@@ -567,17 +609,28 @@ func (a *app) alterConfigs(target *configTarget, broker int32, isBroker bool, op
 		alterBroker = alterLoggers
 	}
 	var itemErr error
-	if isBroker {
+	switch target.kind {
+	case configBroker:
 		changes := make([]riffle.BrokerConfigChange, len(ops))
 		for i, o := range ops {
-			changes[i] = riffle.BrokerConfigChange{Broker: broker, Name: o.name, Value: o.value, Op: o.op}
+			changes[i] = riffle.BrokerConfigChange{Broker: target.brokerID, Name: o.name, Value: o.value, Op: o.op}
 		}
 		res, err := alterBroker(a.context(), changes...)
 		if err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
 		itemErr = res[0].Err
-	} else {
+	case configGroup:
+		changes := make([]riffle.GroupConfigChange, len(ops))
+		for i, o := range ops {
+			changes[i] = riffle.GroupConfigChange{Group: target.group, Name: o.name, Value: o.value, Op: o.op}
+		}
+		res, err := alterGroup(a.context(), changes...)
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		itemErr = res[0].Err
+	default:
 		changes := make([]riffle.AlterConfig, len(ops))
 		for i, o := range ops {
 			changes[i] = riffle.AlterConfig{Topic: target.topic, Name: o.name, Value: o.value, Op: o.op}
@@ -589,13 +642,13 @@ func (a *app) alterConfigs(target *configTarget, broker int32, isBroker bool, op
 		itemErr = res[0].Err
 	}
 	if itemErr != nil {
-		return fmt.Errorf("%s: %w", target.name(broker, isBroker), itemErr)
+		return fmt.Errorf("%s: %w", target.name(), itemErr)
 	}
 	for _, o := range ops {
 		if o.value != nil {
-			fmt.Fprintf(a.stdout, "%s %s=%s on %s\n", verb, o.name, *o.value, target.name(broker, isBroker))
+			fmt.Fprintf(a.stdout, "%s %s=%s on %s\n", verb, o.name, *o.value, target.name())
 		} else {
-			fmt.Fprintf(a.stdout, "%s %s on %s\n", verb, o.name, target.name(broker, isBroker))
+			fmt.Fprintf(a.stdout, "%s %s on %s\n", verb, o.name, target.name())
 		}
 	}
 	return nil

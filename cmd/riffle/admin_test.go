@@ -116,6 +116,59 @@ func TestConfigCommands(t *testing.T) {
 	on(t, c, "config", "set", "--loggers", "kafka.log.LogCleaner=DEBUG").wantCode(t, 2)
 }
 
+// TestConfigGroupCommands: --group describes, sets and deletes a group's
+// configs (kfake has GROUP config resources: share.* and consumer.*
+// names), validate-only changes nothing, and an unknown name fails with
+// the broker's INVALID_CONFIG.
+func TestConfigGroupCommands(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t)
+
+	r := on(t, c, "config", "set", "--group", "jobs", "share.auto.offset.reset=earliest", "share.isolation.level=read_committed")
+	r.wantCode(t, 0)
+	if want := "set share.auto.offset.reset=earliest on group \"jobs\"\nset share.isolation.level=read_committed on group \"jobs\"\n"; r.stdout != want {
+		t.Fatalf("set: %q", r.stdout)
+	}
+	r = on(t, c, "config", "describe", "--group", "jobs")
+	r.wantCode(t, 0)
+	rows := tableRows(t, r.stdout, "NAME")
+	if len(rows) != 2 || !slices.Equal(rows[0], []string{"share.auto.offset.reset", "earliest", "group", "config"}) ||
+		!slices.Equal(rows[1], []string{"share.isolation.level", "read_committed", "group", "config"}) {
+		t.Fatalf("describe rows %q in\n%s", rows, r.stdout)
+	}
+	var cfgs []configInfo
+	r = on(t, c, "config", "describe", "--group", "jobs", "--all", "-o", "json")
+	r.wantCode(t, 0)
+	decode(t, r, &cfgs)
+	if len(cfgs) <= 2 || !slices.ContainsFunc(cfgs, func(c configInfo) bool { return c.Name == "share.record.lock.duration.ms" && c.Source == "DEFAULT_CONFIG" }) {
+		t.Fatalf("--all: %+v", cfgs)
+	}
+
+	r = on(t, c, "config", "set", "--group", "jobs", "share.auto.offset.reset=latest", "--validate-only")
+	r.wantCode(t, 0)
+	if r.stdout != "would set share.auto.offset.reset=latest on group \"jobs\"\n" {
+		t.Fatalf("validate set: %q", r.stdout)
+	}
+	r = on(t, c, "config", "delete", "--group", "jobs", "share.isolation.level")
+	r.wantCode(t, 0)
+	if r.stdout != "deleted share.isolation.level on group \"jobs\"\n" {
+		t.Fatalf("delete: %q", r.stdout)
+	}
+	decode(t, on(t, c, "config", "describe", "--group", "jobs", "-o", "json"), &cfgs)
+	if len(cfgs) != 1 || cfgs[0].Name != "share.auto.offset.reset" || cfgs[0].Value == nil || *cfgs[0].Value != "earliest" {
+		t.Fatalf("after a validate-only set and a delete: %+v", cfgs)
+	}
+
+	r = on(t, c, "config", "set", "--group", "jobs", "no.such.config=1")
+	r.wantCode(t, 1)
+	if !strings.Contains(r.stderr, `group "jobs": INVALID_CONFIG`) {
+		t.Fatalf("unknown config: stderr %q", r.stderr)
+	}
+	on(t, c, "config", "describe", "--group", "jobs", "--topic", "demo").wantCode(t, 2)
+	on(t, c, "config", "set", "--group", "jobs", "--broker", "1", "a=b").wantCode(t, 2)
+	on(t, c, "config", "delete", "--group", "jobs", "--loggers", "a").wantCode(t, 2)
+}
+
 func TestRecordsDelete(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t)

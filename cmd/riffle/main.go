@@ -153,8 +153,8 @@ records (produce, consume), lists, describes, resets and deletes consumer
 groups and shows their lag (group), lists, describes and resets share
 groups (share), lists and describes transactions and the producers active
 on a topic (txn), splits topics into offset ranges for other engines to
-read and checkpoints them in a group (ranges), manages ACLs (acl), topic
-and broker configs (config), deletes records below an offset (records)
+read and checkpoints them in a group (ranges), manages ACLs (acl), topic,
+broker and group configs (config), deletes records below an offset (records)
 and sets users' SCRAM credentials (user), runs an embedded cluster until
 Ctrl-C (serve) and gives a guided tour (demo).
 
