@@ -364,6 +364,10 @@ func (a *app) describeFailure(err error) string {
 		}
 		return how + ": " + strings.TrimSuffix(msg, ": "+context.Canceled.Error())
 	case a.timedOut():
+		// The client's retry budget is --timeout too: when it ran out a
+		// hair before the command's clock (a busy machine), the error
+		// also says "gave up after RetryTimeout", which says it twice.
+		msg = strings.Replace(msg, fmt.Sprintf("gave up after RetryTimeout %v: ", a.timeout), "", 1)
 		return fmt.Sprintf("timed out after %v (--timeout): %s", a.timeout, msg)
 	}
 	return msg
