@@ -179,7 +179,8 @@ func TestConsumeUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"consume"}, "accepts 1 arg(s), received 0"},
+		{[]string{"consume"}, "consume needs a topic: riffle consume TOPIC, or -t TOPIC"},
+		{[]string{"consume", "a", "b"}, "accepts at most 1 arg(s), received 2"},
 		{[]string{"consume", "t", "--format", "yaml"}, `--format "yaml": want value, kv, json or a format string`},
 		{[]string{"consume", "t", "--from", "yesterday"}, `--from "yesterday": want earliest, latest, an offset, -N (N before the end) or an RFC 3339 time`},
 		{[]string{"consume", "t", "--to", "x"}, `--to "x": want an offset or end`},
