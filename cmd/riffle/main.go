@@ -3,8 +3,10 @@
 // consumes records, manages consumer groups, inspects transactions,
 // manages ACLs, configs and SCRAM credentials, deletes records, serves
 // an embedded cluster and runs a demo. Without --brokers (or
-// RIFFLE_BROKERS) a command starts an embedded in-process cluster, so
-// every command works with nothing installed.
+// RIFFLE_BROKERS) the commands that only look start an embedded
+// in-process cluster, so they work with nothing installed; those that
+// change the cluster or read its records refuse, as their work would be
+// lost with it.
 package main
 
 import (
@@ -171,11 +173,15 @@ Ctrl-C (serve) and gives a guided tour (demo).
 
 Brokers come from --brokers or, failing that, the RIFFLE_BROKERS environment
 variable (comma-separated host:port; the port defaults to 9092). With
-neither, riffle starts an embedded 3-broker cluster in the process, with a
-topic "demo" of 6 partitions, and stops it when the command ends: handy for
-trying riffle out, useless for keeping data. To keep one cluster across
-commands, run "riffle serve" in another terminal and export the
-RIFFLE_BROKERS line it prints.
+neither, the commands that only look (cluster, topic list and describe,
+group list, describe and lag, ...) start an embedded 3-broker cluster in
+the process, with a topic "demo" of 6 partitions, and stop it when the
+command ends: handy for trying riffle out. The commands that change the
+cluster or read its records (produce, consume, ranges, and those that
+create, delete, set or reset) refuse instead, since what they did would be
+gone with it. To keep
+one cluster across commands, run "riffle serve" in another terminal and
+export the RIFFLE_BROKERS line it prints.
 
 Every command is bounded by --timeout (produce and consume only when it is
 given explicitly: they run until done or Ctrl-C) and stops on Ctrl-C. Prefer the
@@ -211,6 +217,7 @@ ssl.key.location (--tls-ca, --tls-cert, --tls-key).`,
   # One embedded cluster for many commands: serve it, then in another shell
   riffle serve
   export RIFFLE_BROKERS=127.0.0.1:40123,127.0.0.1:40124,127.0.0.1:40125
+  printf 'hello\n' | riffle produce demo
 
   # Describe a real cluster
   riffle --brokers kafka-1:9092,kafka-2:9092 cluster
@@ -238,7 +245,7 @@ ssl.key.location (--tls-ca, --tls-cert, --tls-key).`,
 	}
 	root.SetFlagErrorFunc(flagError)
 	f := root.PersistentFlags()
-	f.StringSliceVarP(&a.brokers, "brokers", "b", nil, "seed brokers, a comma-separated `HOST:PORT` list (env "+envBrokers+"; none: start an embedded cluster)")
+	f.StringSliceVarP(&a.brokers, "brokers", "b", nil, "seed brokers, a comma-separated `HOST:PORT` list (env "+envBrokers+"; none: an embedded cluster, for the commands that only look)")
 	f.DurationVar(&a.timeout, "timeout", 30*time.Second, "time limit for the whole command")
 	f.Var(&a.saslMech, "sasl-mechanism", "SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
 	f.StringVar(&a.saslUser, "sasl-user", "", "SASL user name")
@@ -271,6 +278,9 @@ func (a *app) setup(cmd *cobra.Command, _ []string) error {
 	}
 	if a.timeout <= 0 {
 		return usageErrorf("--timeout must be positive, got %v", a.timeout)
+	}
+	if err := a.checkNeedsCluster(cmd); err != nil {
+		return err
 	}
 	if err := a.checkSecurityFlags(cmd); err != nil {
 		return err
