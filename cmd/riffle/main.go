@@ -179,9 +179,8 @@ the process, with a topic "demo" of 6 partitions, and stop it when the
 command ends: handy for trying riffle out. The commands that change the
 cluster or read its records (produce, consume, ranges, and those that
 create, delete, set or reset) refuse instead, since what they did would be
-gone with it. To keep
-one cluster across commands, run "riffle serve" in another terminal and
-export the RIFFLE_BROKERS line it prints.
+gone with it. To keep one cluster across commands, run "riffle serve" in
+another terminal and export the RIFFLE_BROKERS line it prints.
 
 Every command is bounded by --timeout (produce and consume only when it is
 given explicitly: they run until done or Ctrl-C) and stops on Ctrl-C. Prefer the
