@@ -264,9 +264,10 @@ type consumeRun struct {
 	enc   *json.Encoder
 	parts map[int32]*partCount
 
-	errMu   sync.Mutex // guards failed and nFailed
-	failed  map[int32]bool
-	nFailed int
+	errMu     sync.Mutex // guards failed, nFailed and groupErrs
+	failed    map[int32]bool
+	nFailed   int
+	groupErrs map[string]bool // group errors printed
 }
 
 type partCount struct {
@@ -370,7 +371,7 @@ func (a *app) consume(cmd *cobra.Command, cl *riffle.Client, cfg *consumeConfig,
 			riffle.OnPartitionsLost(func(_ context.Context, tps []riffle.TopicPartition) {
 				run.note("group %q: partitions %s lost (not committed)", cfg.group, tpList(tps))
 			}),
-			riffle.OnGroupError(func(err error) { run.note("%s", errText(err)) }),
+			riffle.OnGroupError(run.groupError),
 		)
 	}
 	cs, err := riffle.NewConsumer(cl, opts...)
@@ -604,6 +605,22 @@ func (r *consumeRun) failures() int {
 // note prints a line about the group on stderr.
 func (r *consumeRun) note(format string, args ...any) {
 	r.prog.printf(r.stderr, "riffle: "+format+"\n", args...)
+}
+
+// groupError prints a group error, once: the member retries and may meet
+// it on every attempt.
+func (r *consumeRun) groupError(err error) {
+	msg := errText(err)
+	r.errMu.Lock()
+	seen := r.groupErrs[msg]
+	if r.groupErrs == nil {
+		r.groupErrs = map[string]bool{}
+	}
+	r.groupErrs[msg] = true
+	r.errMu.Unlock()
+	if !seen {
+		r.note("%s", msg)
+	}
 }
 
 // info is note for news that -q leaves out.

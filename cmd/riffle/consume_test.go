@@ -330,3 +330,21 @@ func TestConsumeGroupOutputFails(t *testing.T) {
 		t.Errorf("%d distinct records in the two runs, want 40", len(seen))
 	}
 }
+
+// A group error the member meets on every retry is printed once; another
+// one is printed too.
+func TestConsumeGroupErrorOnce(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	r := &consumeRun{stderr: &b, prog: progressSpec{}.start(func() string { return "" })}
+	defer r.prog.stop()
+	unsupported := errors.New(`group "g": UNSUPPORTED_ASSIGNOR`)
+	for range 3 {
+		r.groupError(unsupported)
+	}
+	r.groupError(errors.New(`group "g": GROUP_AUTHORIZATION_FAILED`))
+	r.groupError(unsupported)
+	if want := "riffle: group \"g\": UNSUPPORTED_ASSIGNOR\nriffle: group \"g\": GROUP_AUTHORIZATION_FAILED\n"; b.String() != want {
+		t.Errorf("stderr %q, want %q", b.String(), want)
+	}
+}
