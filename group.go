@@ -66,6 +66,7 @@ type member struct {
 
 	commits *committer
 	rejoin  chan struct{}
+	errLog  errLogOnce // which group errors were logged at Error
 	// moved: the partitions the last moveTo revoked and added, for
 	// RebalanceHooks (the member's goroutine only).
 	moved [2]int
@@ -109,9 +110,16 @@ func (m *member) requestRejoin() {
 	}
 }
 
+// groupError reports err, one the member cannot fix by itself, to
+// OnGroupError every time, and to the log at Error the first time since
+// the member last joined (at Debug on the retries that meet it again).
 func (m *member) groupError(err error) {
 	err = fmt.Errorf("%w %q: %w", ErrGroup, m.cfg.id, err)
-	m.cs.c.log.Error("group error", "group", m.cfg.id, "err", err)
+	if m.errLog.first(err) {
+		m.cs.c.log.Error("group error", "group", m.cfg.id, "err", err)
+	} else {
+		m.cs.c.log.Debug("group error again", "group", m.cfg.id, "err", err)
+	}
 	if m.cfg.onGroupError != nil {
 		m.cfg.onGroupError(err)
 	}
@@ -178,6 +186,7 @@ func (m *member) runClassic(ctx context.Context) {
 			continue
 		}
 		failures = 0
+		m.errLog.reset()
 		g = m.startGeneration(ctx)
 		m.moved = [2]int{}
 		again := m.apply(g.ctx, assignment)

@@ -204,6 +204,7 @@ func (m *member) heartbeat848Loop(ctx context.Context, s *session848) {
 			next = m.cs.c.cfg.retryBackoff.Delay(failures, 0.5)
 		case resp.ErrorCode == 0:
 			failures = 0
+			m.errLog.reset()
 			m.mu.Lock()
 			if resp.MemberID != nil && *resp.MemberID != "" {
 				m.memberID = *resp.MemberID

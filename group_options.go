@@ -220,7 +220,10 @@ func OnPartitionsLost(fn func(ctx context.Context, tps []TopicPartition)) Consum
 }
 
 // OnGroupError is called for group errors the member cannot fix by itself
-// (authorization, a fenced static member, misconfiguration).
+// (authorization, a fenced static member, misconfiguration), each time
+// one occurs: the member keeps retrying, with backoff, and may meet the
+// same error on every attempt. The client's log has each distinct error
+// at Error once (until the member joins again), its repeats at Debug.
 func OnGroupError(fn func(error)) ConsumerOption {
 	return func(c *consumerConfig) { c.group.onGroupError = fn }
 }

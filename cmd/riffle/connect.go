@@ -109,7 +109,7 @@ func (a *app) connect() (*riffle.Client, error) {
 // newClient returns a new client to the cluster of the command (the
 // embedded one if started), configured by the global flags.
 func (a *app) newClient(extra ...riffle.Option) (*riffle.Client, error) {
-	opts := []riffle.Option{riffle.ClientID("riffle-cli"), riffle.RetryTimeout(a.timeout)}
+	opts := []riffle.Option{riffle.ClientID(a.clientID), riffle.RetryTimeout(a.timeout)}
 	if a.log != nil {
 		opts = append(opts, riffle.Logger(a.log))
 	}

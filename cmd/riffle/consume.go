@@ -86,7 +86,8 @@ the group assigns it, from the group's committed offsets (--from earliest or
 latest says where to start without one). The offsets of the printed records
 are committed as it goes and on exit, so the next run resumes after them.
 
-The short flags follow kcat: -o is --from (the start offset), -c --count,
+The short flags follow kcat: -t is --topic (or give TOPIC as the
+argument), -o is --from (the start offset), -c --count,
 -e --to end, -K --key-separator (and --format kv), -f --format (also kcat
 format strings), -p --partitions, -G --group. Elsewhere in riffle -o is
 --output, the table or JSON choice of the commands that print tables;
@@ -94,7 +95,7 @@ consume prints records, chosen with -f, so on consume -o keeps kcat's
 meaning, and "-o json" says so.
 
 Progress and a summary (records, records/s, last offset per partition) go
-to stderr. --timeout bounds the command only when given explicitly; when it
+to stderr, unless -q (--quiet) is given. --timeout bounds the command only when given explicitly; when it
 ends a follow, that is a normal end (status 0). Ctrl-C ends any consume
 with status 130, after the summary (and, with --group, the final commit).`,
 		Example: `  # Everything in the topic so far, then exit
@@ -102,6 +103,7 @@ with status 130, after the summary (and, with --group, the final commit).`,
 
   # The same, kcat style: from the beginning, exit at the end, key=value
   riffle consume orders -o beginning -e -K =
+  riffle -C -b kafka:9092 -t orders -o beginning -e -K =
 
   # The last 10 records of each partition, with where they are
   riffle consume orders -o -10 -e -f '%p/%o %k: %s\n'
@@ -114,9 +116,10 @@ with status 130, after the summary (and, with --group, the final commit).`,
 
   # As a member of group "billing": resumes where the last run stopped
   riffle consume orders --group billing --count 1000`,
-		Args: cobra.ExactArgs(1),
+		Args: cobra.MaximumNArgs(1),
 	}
 	f := cmd.Flags()
+	f.StringVarP(&cfg.topic, "topic", "t", "", "the `TOPIC`, as kcat's -t (or give it as the argument)")
 	f.Int32SliceVarP(&cfg.partitions, "partitions", "p", nil, "read only the partitions of `LIST`, comma-separated (default: all; not with --group)")
 	f.StringVarP(&cfg.from, "from", "o", "earliest", "where to start: earliest, latest, an `OFFSET`, -N (N before each partition's end) or an RFC 3339 time (the library's riffle.OffsetReset defaults to latest instead)")
 	f.StringVar(&cfg.to, "to", "", "stop each partition before this `OFFSET`, or at its current end (end)")
@@ -129,7 +132,9 @@ with status 130, after the summary (and, with --group, the final commit).`,
 	defaultInUsage(f, "partitions")
 
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		cfg.topic = args[0]
+		if err := topicArg(cmd, args, &cfg.topic); err != nil {
+			return err
+		}
 		start, reset, err := cfg.validate(cmd)
 		if err != nil {
 			return err
@@ -247,6 +252,7 @@ type consumeRun struct {
 	cfg    *consumeConfig
 	stopAt map[int32]int64 // --to, per partition; nil without it
 	stderr io.Writer
+	quiet  bool // -q: no summary or group notes
 
 	seen      atomic.Int64 // records printed
 	outFailed atomic.Bool  // writing stdout failed: stop
@@ -258,9 +264,10 @@ type consumeRun struct {
 	enc   *json.Encoder
 	parts map[int32]*partCount
 
-	errMu   sync.Mutex // guards failed and nFailed
-	failed  map[int32]bool
-	nFailed int
+	errMu     sync.Mutex // guards failed, nFailed and groupErrs
+	failed    map[int32]bool
+	nFailed   int
+	groupErrs map[string]bool // group errors printed
 }
 
 type partCount struct {
@@ -295,13 +302,16 @@ func (a *app) consume(cmd *cobra.Command, cl *riffle.Client, cfg *consumeConfig,
 	}
 
 	run := &consumeRun{
-		cfg: cfg, stderr: a.stderr, wake: make(chan struct{}, 1),
+		cfg: cfg, stderr: a.stderr, quiet: a.quiet, wake: make(chan struct{}, 1),
 		out: bufio.NewWriterSize(a.stdout, 64<<10), parts: map[int32]*partCount{},
 		failed: map[int32]bool{},
 	}
 	run.enc = json.NewEncoder(run.out)
 	run.enc.SetEscapeHTML(false)
 	prog := progressSpec{w: a.stderr, tty: isTerminal(a.stderr), every: plainProgressEvery}
+	if a.quiet {
+		prog.w = nil
+	}
 	if prog.tty && isTerminal(a.stdout) {
 		// The records scroll by on the same terminal: they are the
 		// progress, and a line redrawn under them would garble them.
@@ -360,15 +370,15 @@ func (a *app) consume(cmd *cobra.Command, cl *riffle.Client, cfg *consumeConfig,
 	if cfg.group != "" {
 		opts = append(opts, riffle.ConsumerGroup(cfg.group), riffle.SubscribeTopics(cfg.topic),
 			riffle.OnPartitionsAssigned(func(_ context.Context, tps []riffle.TopicPartition) {
-				run.note("group %q assigned partitions %s", cfg.group, tpList(tps))
+				run.info("group %q assigned partitions %s", cfg.group, tpList(tps))
 			}),
 			riffle.OnPartitionsRevoked(func(_ context.Context, tps []riffle.TopicPartition) {
-				run.note("group %q revoked partitions %s", cfg.group, tpList(tps))
+				run.info("group %q revoked partitions %s", cfg.group, tpList(tps))
 			}),
 			riffle.OnPartitionsLost(func(_ context.Context, tps []riffle.TopicPartition) {
 				run.note("group %q: partitions %s lost (not committed)", cfg.group, tpList(tps))
 			}),
-			riffle.OnGroupError(func(err error) { run.note("%s", errText(err)) }),
+			riffle.OnGroupError(run.groupError),
 		)
 	}
 	cs, err := riffle.NewConsumer(cl, opts...)
@@ -409,7 +419,9 @@ func (a *app) consume(cmd *cobra.Command, cl *riffle.Client, cfg *consumeConfig,
 	run.mu.Lock()
 	flushErr := run.out.Flush()
 	run.mu.Unlock()
-	run.summary(a.stderr, elapsed, positions)
+	if !a.quiet {
+		run.summary(a.stderr, elapsed, positions)
+	}
 
 	switch {
 	case flushErr != nil:
@@ -600,6 +612,29 @@ func (r *consumeRun) failures() int {
 // note prints a line about the group on stderr.
 func (r *consumeRun) note(format string, args ...any) {
 	r.prog.printf(r.stderr, "riffle: "+format+"\n", args...)
+}
+
+// groupError prints a group error, once: the member retries and may meet
+// it on every attempt.
+func (r *consumeRun) groupError(err error) {
+	msg := errText(err)
+	r.errMu.Lock()
+	seen := r.groupErrs[msg]
+	if r.groupErrs == nil {
+		r.groupErrs = map[string]bool{}
+	}
+	r.groupErrs[msg] = true
+	r.errMu.Unlock()
+	if !seen {
+		r.note("%s", msg)
+	}
+}
+
+// info is note for news that -q leaves out.
+func (r *consumeRun) info(format string, args ...any) {
+	if !r.quiet {
+		r.note(format, args...)
+	}
 }
 
 // write prints one record in the chosen format; r.mu is held. The error

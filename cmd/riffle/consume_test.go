@@ -179,7 +179,8 @@ func TestConsumeUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"consume"}, "accepts 1 arg(s), received 0"},
+		{[]string{"consume"}, "consume needs a topic: riffle consume TOPIC, or -t TOPIC"},
+		{[]string{"consume", "a", "b"}, "accepts at most 1 arg(s), received 2"},
 		{[]string{"consume", "t", "--format", "yaml"}, `--format "yaml": want value, kv, json or a format string`},
 		{[]string{"consume", "t", "--from", "yesterday"}, `--from "yesterday": want earliest, latest, an offset, -N (N before the end) or an RFC 3339 time`},
 		{[]string{"consume", "t", "--to", "x"}, `--to "x": want an offset or end`},
@@ -327,5 +328,23 @@ func TestConsumeGroupOutputFails(t *testing.T) {
 	}
 	if len(seen) != 40 {
 		t.Errorf("%d distinct records in the two runs, want 40", len(seen))
+	}
+}
+
+// A group error the member meets on every retry is printed once; another
+// one is printed too.
+func TestConsumeGroupErrorOnce(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	r := &consumeRun{stderr: &b, prog: progressSpec{}.start(func() string { return "" })}
+	defer r.prog.stop()
+	unsupported := errors.New(`group "g": UNSUPPORTED_ASSIGNOR`)
+	for range 3 {
+		r.groupError(unsupported)
+	}
+	r.groupError(errors.New(`group "g": GROUP_AUTHORIZATION_FAILED`))
+	r.groupError(unsupported)
+	if want := "riffle: group \"g\": UNSUPPORTED_ASSIGNOR\nriffle: group \"g\": GROUP_AUTHORIZATION_FAILED\n"; b.String() != want {
+		t.Errorf("stderr %q, want %q", b.String(), want)
 	}
 }

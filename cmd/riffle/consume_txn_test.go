@@ -58,6 +58,12 @@ func TestConsumeExitAtEndTransactional(t *testing.T) {
 	if got, want := r.stdout, "c1\nc2\nc3\n"; got != want {
 		t.Errorf("read_committed stdout = %q, want %q", got, want)
 	}
+	// kcat's way of saying it, quietly: only the records on stdout.
+	r = runRiffle(t, "-C", "-b", c.Addrs()[0], "-t", "eos", "-e", "-q", "-X", "isolation.level=read_committed")
+	r.wantCode(t, 0)
+	if r.stdout != "c1\nc2\nc3\n" || r.stderr != "" {
+		t.Errorf("-C -X isolation.level=read_committed -q: stdout %q, stderr %q; want the committed records and nothing on stderr", r.stdout, r.stderr)
+	}
 	r = on(t, c, "consume", "eos", "-e")
 	r.wantCode(t, 0)
 	if got := strings.Count(r.stdout, "\n"); got != 5 {

@@ -2,7 +2,10 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
+
+	"github.com/spf13/cobra"
 
 	"github.com/riffle-go/riffle/rifftest"
 )
@@ -13,6 +16,32 @@ const (
 	embeddedTopic      = "demo"
 	embeddedPartitions = 6
 )
+
+// needsCluster lists the commands (paths below riffle) that refuse to run
+// without --brokers or RIFFLE_BROKERS: they write to the cluster or read
+// its records, and against an embedded cluster, empty when it starts and
+// gone when riffle exits, they would succeed at nothing (produce would
+// exit 0 having written into the void). The other commands only look,
+// and show what an empty cluster looks like; demo and serve run their own.
+var needsCluster = []string{
+	"produce", "consume",
+	"topic create", "topic add-partitions", "topic delete",
+	"group reset", "group delete", "share reset",
+	"ranges plan", "ranges read", "ranges commit",
+	"acl create", "acl delete", "config set", "config delete",
+	"records delete", "user scram set", "user scram delete",
+}
+
+// checkNeedsCluster refuses a command of needsCluster without brokers.
+func (a *app) checkNeedsCluster(cmd *cobra.Command) error {
+	path := strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ")
+	if len(a.seedBrokers()) > 0 || !slices.Contains(needsCluster, path) {
+		return nil
+	}
+	return usageErrorf("%s needs a cluster: give --brokers HOST:PORT or set %s. It does not run against "+
+		"a throwaway embedded cluster, empty and gone when riffle exits; for a local cluster that lasts, "+
+		"run \"riffle serve\" in another shell and export the %s line it prints", cmd.CommandPath(), envBrokers, envBrokers)
+}
 
 // startEmbedded starts an in-process cluster for this invocation (closed by
 // app.close) and says so on stderr, since whatever the command does to it

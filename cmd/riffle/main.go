@@ -3,8 +3,10 @@
 // consumes records, manages consumer groups, inspects transactions,
 // manages ACLs, configs and SCRAM credentials, deletes records, serves
 // an embedded cluster and runs a demo. Without --brokers (or
-// RIFFLE_BROKERS) a command starts an embedded in-process cluster, so
-// every command works with nothing installed.
+// RIFFLE_BROKERS) the commands that only look start an embedded
+// in-process cluster, so they work with nothing installed; those that
+// change the cluster or read its records refuse, as their work would be
+// lost with it.
 package main
 
 import (
@@ -100,6 +102,10 @@ func runIn(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if args == nil {
 		args = []string{} // nil makes cobra read os.Args
 	}
+	args, err := kcatMode(root, args)
+	if err != nil {
+		return a.exitCode(root, err)
+	}
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -128,6 +134,13 @@ type app struct {
 	tlsKey       string
 	tlsInsecure  bool
 	verbose      bool
+	quiet        bool
+	clientID     string
+	props        []string // -X KEY=VALUE
+	kcatConsume  bool     // -C, rewritten to consume (see kcatMode)
+	kcatProduce  bool     // -P, rewritten to produce
+
+	securityProtocol string // -X security.protocol, upper case; "" if not given
 
 	// validated is set once cobra has parsed flags and arguments and the
 	// global flags passed their checks: errors before that are usage
@@ -160,11 +173,14 @@ Ctrl-C (serve) and gives a guided tour (demo).
 
 Brokers come from --brokers or, failing that, the RIFFLE_BROKERS environment
 variable (comma-separated host:port; the port defaults to 9092). With
-neither, riffle starts an embedded 3-broker cluster in the process, with a
-topic "demo" of 6 partitions, and stops it when the command ends: handy for
-trying riffle out, useless for keeping data. To keep one cluster across
-commands, run "riffle serve" in another terminal and export the
-RIFFLE_BROKERS line it prints.
+neither, the commands that only look (cluster, topic list and describe,
+group list, describe and lag, ...) start an embedded 3-broker cluster in
+the process, with a topic "demo" of 6 partitions, and stop it when the
+command ends: handy for trying riffle out. The commands that change the
+cluster or read its records (produce, consume, ranges, and those that
+create, delete, set or reset) refuse instead, since what they did would be
+gone with it. To keep one cluster across commands, run "riffle serve" in
+another terminal and export the RIFFLE_BROKERS line it prints.
 
 Every command is bounded by --timeout (produce and consume only when it is
 given explicitly: they run until done or Ctrl-C) and stops on Ctrl-C. Prefer the
@@ -178,13 +194,29 @@ about a second, naming each address and why), 2 on a usage error (bad
 flags or arguments, an invalid broker address), 130 when Ctrl-C (SIGINT)
 stopped the command and 143 for SIGTERM, as shells expect, whatever the
 command: a consume following a topic, a produce reading stdin, serve.
-Interrupted commands still finish cleanly and print their summary.`,
+Interrupted commands still finish cleanly and print their summary.
+
+kcat's core flags work as in kcat: -b is --brokers; -C and -P stand for
+consume and produce ("riffle -C -b kafka:9092 -t orders -e" is "riffle
+consume orders --brokers kafka:9092 -e"), whose -t gives the topic; -q
+(--quiet) leaves out their progress, summary and group notes; -X
+KEY=VALUE (--property) sets a client property by its librdkafka or Java
+name, as the flag it maps to (a property riffle does not know, or one
+whose flag is given too, is an error):
+
+` + propertiesHelp() + `
+security.protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL) turns on --tls
+for SSL and SASL_SSL and checks that SASL is configured exactly for the
+SASL_ ones. Java's keystore and truststore files are not supported: give
+PEM files with ssl.ca.location, ssl.certificate.location and
+ssl.key.location (--tls-ca, --tls-cert, --tls-key).`,
 		Example: `  # Try it out against an embedded cluster
   riffle demo
 
   # One embedded cluster for many commands: serve it, then in another shell
   riffle serve
   export RIFFLE_BROKERS=127.0.0.1:40123,127.0.0.1:40124,127.0.0.1:40125
+  printf 'hello\n' | riffle produce demo
 
   # Describe a real cluster
   riffle --brokers kafka-1:9092,kafka-2:9092 cluster
@@ -193,15 +225,26 @@ Interrupted commands still finish cleanly and print their summary.`,
 
   # TLS and SASL/SCRAM
   RIFFLE_SASL_PASSWORD=secret riffle --brokers kafka:9093 --tls \
-      --sasl-mechanism SCRAM-SHA-512 --sasl-user alice topic list`,
+      --sasl-mechanism SCRAM-SHA-512 --sasl-user alice topic list
+
+  # kcat style: read the committed records of a topic, then exit
+  riffle -C -b kafka:9092 -t orders -o beginning -e -X isolation.level=read_committed`,
 		Version:           riffle.Version,
 		SilenceErrors:     true, // run prints errors itself, with the exit code
 		SilenceUsage:      true,
 		PersistentPreRunE: a.setup,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if a.kcatConsume || a.kcatProduce {
+				// kcatMode takes -C and -P out of the command line,
+				// but not --consume=true.
+				return usageErrorf("-C (--consume) and -P (--produce) take no value: riffle -C -b HOST:PORT -t TOPIC")
+			}
+			return cmd.Help()
+		},
 	}
 	root.SetFlagErrorFunc(flagError)
 	f := root.PersistentFlags()
-	f.StringSliceVar(&a.brokers, "brokers", nil, "seed brokers, a comma-separated `HOST:PORT` list (env "+envBrokers+"; none: start an embedded cluster)")
+	f.StringSliceVarP(&a.brokers, "brokers", "b", nil, "seed brokers, a comma-separated `HOST:PORT` list (env "+envBrokers+"; none: an embedded cluster, for the commands that only look)")
 	f.DurationVar(&a.timeout, "timeout", 30*time.Second, "time limit for the whole command")
 	f.Var(&a.saslMech, "sasl-mechanism", "SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
 	f.StringVar(&a.saslUser, "sasl-user", "", "SASL user name")
@@ -212,6 +255,11 @@ Interrupted commands still finish cleanly and print their summary.`,
 	f.StringVar(&a.tlsKey, "tls-key", "", "PEM file of the client certificate's private key")
 	f.BoolVar(&a.tlsInsecure, "tls-insecure", false, "do not verify broker certificates (unsafe)")
 	f.BoolVarP(&a.verbose, "verbose", "v", false, "log client activity (debug level) to stderr")
+	f.BoolVarP(&a.quiet, "quiet", "q", false, "produce and consume: no progress, summary or group notes on stderr (errors and warnings still)")
+	f.StringVar(&a.clientID, "client-id", "riffle-cli", "client `ID` sent to the brokers, which log it and apply quotas by it")
+	f.StringArrayVarP(&a.props, "property", "X", nil, "set a client property `KEY=VALUE` by its librdkafka or Java name (repeatable; see above)")
+	root.Flags().BoolVarP(&a.kcatConsume, "consume", "C", false, "kcat's consumer mode: riffle -C ... is riffle consume ...")
+	root.Flags().BoolVarP(&a.kcatProduce, "produce", "P", false, "kcat's producer mode: riffle -P ... is riffle produce ...")
 
 	root.AddCommand(a.clusterCmd(), a.topicCmd(), a.demoCmd())
 	root.AddCommand(a.consumerGroupCmd(), a.shareCmd(), a.txnCmd())
@@ -224,11 +272,20 @@ Interrupted commands still finish cleanly and print their summary.`,
 // setup runs after cobra has parsed flags and arguments, before any
 // command: it checks the global flags and starts the --timeout clock.
 func (a *app) setup(cmd *cobra.Command, _ []string) error {
+	if err := a.applyProperties(cmd); err != nil {
+		return err
+	}
 	if a.timeout <= 0 {
 		return usageErrorf("--timeout must be positive, got %v", a.timeout)
 	}
+	if err := a.checkNeedsCluster(cmd); err != nil {
+		return err
+	}
 	if err := a.checkSecurityFlags(cmd); err != nil {
 		return err
+	}
+	if a.quiet && a.verbose {
+		return usageErrorf("-q (--quiet) and -v (--verbose) exclude each other")
 	}
 	if cmd.Flags().Changed("brokers") && len(cleanList(a.brokers)) == 0 {
 		return usageErrorf("--brokers is empty (omit it to start an embedded cluster)")

@@ -59,14 +59,14 @@ generates the records instead: --size bytes of value each, keyed by --keys
 distinct keys if given, at --rate records/s if given. Every --header
 KEY=VALUE is added to every record.
 
-The short flags follow kcat where they mean the same: -K is
---key-separator, -H --header, -p --partition. -f is --file (kcat takes
+The short flags follow kcat where they mean the same: -t is --topic (or
+give TOPIC as the argument), -K is --key-separator, -H --header, -p --partition. -f is --file (kcat takes
 files as arguments).
 
-Progress (records, MB, records/s) is shown on stderr, redrawn in place when
-stderr is a terminal, and a summary follows: records written and failed,
-elapsed time, throughput and the latency percentiles from Produce to the
-acknowledgement.
+Unless -q (--quiet) is given, progress (records, MB, records/s) is shown
+on stderr, redrawn in place when stderr is a terminal, and a summary
+follows: records written and failed, elapsed time, throughput and the
+latency percentiles from Produce to the acknowledgement.
 
 The producer is idempotent with acks=all unless --acks 1 or 0 is given
 (which turn idempotence off). --partition writes every record to one
@@ -82,15 +82,17 @@ and exits with status 130.`,
 
   # The same, kcat style, with two headers on every record
   printf 'alice:hello\nbob:world\n' | riffle produce greetings -K : -H source=cli -H v=2
+  printf 'alice:hello\nbob:world\n' | riffle -P -b kafka:9092 -t greetings -K : -H source=cli
 
   # A load test: 100,000 records of 1 KiB over 1,000 keys, zstd, acks=1
   riffle produce bench --count 100000 --size 1024 --keys 1000 --compression zstd --acks 1
 
   # 50 records/s to partition 3, from a file
   riffle produce events -f events.txt --rate 50 --partition 3`,
-		Args: cobra.ExactArgs(1),
+		Args: cobra.MaximumNArgs(1),
 	}
 	f := cmd.Flags()
+	f.StringVarP(&cfg.topic, "topic", "t", "", "the `TOPIC`, as kcat's -t (or give it as the argument)")
 	f.StringVarP(&cfg.file, "file", "f", "-", "read records from `FILE`, one per line (- is stdin)")
 	f.StringVarP(&cfg.keySep, "key-separator", "K", "", "split each line into key and value at the first `SEP` (default: no key)")
 	f.StringArrayVarP(&cfg.headerArgs, "header", "H", nil, "add header `KEY=VALUE` to every record (repeatable)")
@@ -105,7 +107,9 @@ and exits with status 130.`,
 	defaultInUsage(f, "partition")
 
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		cfg.topic = args[0]
+		if err := topicArg(cmd, args, &cfg.topic); err != nil {
+			return err
+		}
 		if err := cfg.validate(cmd); err != nil {
 			return err
 		}
@@ -115,6 +119,9 @@ and exits with status 130.`,
 		}
 		var src recordSource
 		prog := progressSpec{w: a.stderr, tty: isTerminal(a.stderr), every: plainProgressEvery}
+		if a.quiet {
+			prog.w = nil
+		}
 		if cfg.count > 0 {
 			src = newGeneratedSource(&cfg)
 		} else {
@@ -143,7 +150,9 @@ and exits with status 130.`,
 		ctx := a.runContext(cmd)
 		res, err := produceRecords(ctx, cl, &cfg, opts, src, prog, a.timeout)
 		if res != nil {
-			res.print(a.stderr)
+			if !a.quiet {
+				res.print(a.stderr)
+			}
 			if ls, ok := src.(*lineSource); ok && ls.noKey > 0 && cfg.keySep != "" {
 				fmt.Fprintf(a.stderr, "riffle: warning: %d lines had no %q and were produced with a null key\n", ls.noKey, cfg.keySep)
 			}

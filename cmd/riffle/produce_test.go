@@ -291,7 +291,7 @@ func TestProduceUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"produce"}, "accepts 1 arg(s), received 0"},
+		{[]string{"produce"}, "produce needs a topic: riffle produce TOPIC, or -t TOPIC"},
 		{[]string{"produce", "t", "--count", "-1"}, "--count must be positive"},
 		{[]string{"produce", "t", "--size", "10"}, "--size and --keys need --count"},
 		{[]string{"produce", "t", "--keys", "3"}, "--size and --keys need --count"},

@@ -1,11 +1,13 @@
 package conn
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"time"
@@ -83,11 +85,11 @@ func dial(ctx context.Context, cfg *Config, addr string, nodeID int32, connected
 		}
 		tlsConn := tls.Client(nc, tc)
 		if err := tlsConn.HandshakeContext(dctx); err != nil {
-			return fail(StageTLS, err)
+			return fail(StageTLS, explainTLSFailure(err))
 		}
 		nc = tlsConn
 	}
-	h := &handshake{cfg: cfg, nc: nc, addr: addr}
+	h := &handshake{cfg: cfg, nc: nc, addr: addr, tlsOn: cfg.TLS != nil}
 	avResp, err := h.apiVersions()
 	if err != nil {
 		return fail(StageAPIVersions, err)
@@ -138,6 +140,7 @@ type handshake struct {
 	addr   string
 	nextID int32
 	buf    []byte
+	tlsOn  bool
 }
 
 func (h *handshake) roundTrip(req kmsg.Request) ([]byte, error) {
@@ -147,7 +150,23 @@ func (h *handshake) roundTrip(req kmsg.Request) ([]byte, error) {
 	if _, err := h.nc.Write(frame); err != nil {
 		return nil, err
 	}
-	body, err := wire.ReadFrame(h.nc, h.cfg.maxFrame(), h.buf[:0], 0)
+	var r io.Reader = h.nc
+	if h.nextID == 1 {
+		// The peer's first answer tells whether it speaks Kafka at all.
+		var hdr [4]byte
+		n, err := io.ReadFull(h.nc, hdr[:])
+		switch {
+		case err == nil:
+			if nk := sniffFirstFrame(hdr, h.tlsOn); nk != nil {
+				return nil, nk
+			}
+		case !errors.Is(err, io.ErrUnexpectedEOF):
+			return nil, err
+		}
+		// ReadFrame reads the prefix again (and reports a short one).
+		r = io.MultiReader(bytes.NewReader(hdr[:n]), h.nc)
+	}
+	body, err := wire.ReadFrame(r, h.cfg.maxFrame(), h.buf[:0], 0)
 	if err != nil {
 		return nil, err
 	}
