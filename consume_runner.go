@@ -73,7 +73,7 @@ func (cs *Consumer) runner() {
 			cs.runTxn(p)
 			continue
 		}
-		cs.run(p)
+		cs.run(p, nil)
 	}
 }
 
@@ -87,13 +87,14 @@ func (cs *Consumer) runTxn(p *cpart) {
 		}
 		return
 	}
-	n, failErr := cs.run(p)
+	n, failErr := cs.run(p, &eosChunk{e: cs.eos, seq: seq, base: -1})
 	cs.eos.leave(seq, p, n, failErr)
 }
 
 // run hands one batch of p's records to the handler. It returns how many
-// records the handler finished and its error, if any.
-func (cs *Consumer) run(p *cpart) (int, error) {
+// records the handler finished and its error, if any. ck (ExactlyOnce
+// only) cuts a HandleRecord chunk short at a commit point.
+func (cs *Consumer) run(p *cpart, ck *eosChunk) (int, error) {
 	p.mu.Lock()
 	p.queued = false
 	if p.state != stateFetching || p.paused || p.running {
@@ -125,7 +126,7 @@ func (cs *Consumer) run(p *cpart) (int, error) {
 	ctx := p.ctx
 	p.mu.Unlock()
 
-	handled, failErr := cs.handle(ctx, p, gen, chunk)
+	handled, failErr := cs.handle(ctx, p, gen, chunk, ck)
 
 	p.mu.Lock()
 	p.inHand, p.inHandBytes = 0, 0 // pushed back to buf below, or dropped
@@ -173,7 +174,7 @@ func (cs *Consumer) run(p *cpart) (int, error) {
 
 // handle runs the handler on chunk and returns how many records finished
 // and the handler's error, if any.
-func (cs *Consumer) handle(ctx context.Context, p *cpart, gen uint64, chunk []*Record) (int, error) {
+func (cs *Consumer) handle(ctx context.Context, p *cpart, gen uint64, chunk []*Record, ck *eosChunk) (int, error) {
 	if cs.cfg.sink != nil {
 		return cs.offer(p, gen, chunk), nil
 	}
@@ -205,19 +206,22 @@ func (cs *Consumer) handle(ctx context.Context, p *cpart, gen uint64, chunk []*R
 	// as processed and checks, before the next handler call, that the
 	// partition is still ours and not paused. One safeCall for the whole
 	// chunk: a panic is attributed to the record that was running.
+	// Under ExactlyOnce, a commit point that is due ends the chunk
+	// there too (ck.cut, asked before p.mu: it may take eos.mu).
 	done := 0
 	stopped := false
 	err := safeCall(func() error {
 		for i, r := range chunk {
+			cut := i > 0 && ck != nil && ck.cut(i)
 			p.mu.Lock()
 			if i > 0 && (p.gen == gen || p.state == stateRevoked) {
 				p.processed = chunk[i-1].Offset + 1
 				p.processedEpoch = chunk[i-1].LeaderEpoch
 			}
-			if p.gen != gen || p.paused {
+			if p.gen != gen || p.paused || cut {
 				// Revoked or reset (the rest is dropped), or paused
-				// (the rest goes back to the buffer): no further
-				// handler call.
+				// or cut at a commit point (the rest goes back to
+				// the buffer): no further handler call.
 				p.mu.Unlock()
 				stopped = true
 				return nil

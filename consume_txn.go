@@ -58,9 +58,13 @@ import (
 // after it returned) are not covered: they may fail with
 // ErrTransactionState or land in a later transaction.
 //
-// A handler call (a chunk of up to MaxBatchRecords records) delays the
-// commit point it runs into, so it must finish well within the producer's
-// TransactionTimeout; the coordinator aborts a transaction open longer.
+// A handler call delays the commit point it runs into, so it must finish
+// well within the producer's TransactionTimeout; the coordinator aborts a
+// transaction open longer. With HandleRecord that is the record being
+// handled: a runner given a chunk of a partition's records
+// (MaxBatchRecords) stops at the record boundary where a commit point
+// comes due and hands the rest over after the commit. With HandleBatch it
+// is the whole batch (up to MaxBatchRecords records).
 //
 // NewShareConsumer refuses it: share groups acknowledge records and have
 // no offsets to commit in a transaction.
@@ -80,10 +84,10 @@ func ExactlyOnce(p *Producer, every CommitEvery) ConsumerOption {
 // handler calls in progress finish. It must be below the producer's
 // TransactionTimeout.
 //
-// Records (default 0: no count) commits after every Records inputs; it is
-// checked when a handler call returns, so with HandleBatch, Records 1
-// commits after every batch, and with HandleRecord after the chunk (up to
-// MaxBatchRecords records) that reached it.
+// Records (default 0: no count) commits after every Records inputs. With
+// HandleRecord it is checked between records (a few more may be handled
+// when several partitions run at once); with HandleBatch when a handler
+// call returns, so Records 1 commits after every batch.
 type CommitEvery struct {
 	Interval time.Duration
 	Records  int
@@ -150,6 +154,7 @@ type eos struct {
 	open      bool          // chunks may start
 	opened    chan struct{} // closed while open (and once fatal)
 	running   int           // chunks started and not yet left, of any transaction
+	shut      atomic.Bool   // !open, read by running chunks at each record boundary
 	idle      chan struct{} // closed when running drops to 0; nil if nobody waits
 	begun     bool          // a transaction is open in the producer
 	ending    eosEnd        // an end whose outcome is not known yet
@@ -207,6 +212,7 @@ func (e *eos) start() error {
 func (e *eos) openLocked() {
 	if !e.open && e.fatal == nil {
 		e.open = true
+		e.shut.Store(false)
 		close(e.opened)
 	}
 }
@@ -214,6 +220,7 @@ func (e *eos) openLocked() {
 func (e *eos) closeGateLocked() {
 	if e.open {
 		e.open = false
+		e.shut.Store(true)
 		e.opened = make(chan struct{})
 	}
 }
@@ -271,7 +278,7 @@ func (e *eos) leave(seq uint64, p *cpart, n int, fail error) {
 		}
 		if n > 0 && pos.offset >= 0 {
 			e.offsets[p.tp] = pos
-			if e.handled == 0 {
+			if e.first.IsZero() {
 				e.first = time.Now()
 				e.nudge() // the interval starts
 			}
@@ -299,6 +306,50 @@ func (e *eos) leave(seq uint64, p *cpart, n int, fail error) {
 			e.nudge() // the next transaction may begin
 		}
 	}
+}
+
+// eosChunk is a HandleRecord chunk running in transaction seq. Between
+// its records the chunk asks cut whether to stop, so that a commit point
+// comes at the record where it is due, not at the chunk's end (up to
+// MaxBatchRecords records later): a crash then redoes at most one
+// interval's work, and Records counts records, not chunks.
+type eosChunk struct {
+	e    *eos
+	seq  uint64
+	base int // inputs the transaction had handled when the chunk's first record finished; -1 before
+}
+
+// cut reports whether the chunk stops before its next record, done
+// records handled: the gate closed (a commit point came due, or a revoke,
+// a failure, Close: each waits for the running chunks), or the inputs of
+// the transaction reached CommitEvery.Records. It must not be called with
+// a partition's mu held.
+func (c *eosChunk) cut(done int) bool {
+	if c.base < 0 {
+		c.base = c.e.started(c.seq)
+	}
+	if c.e.shut.Load() {
+		return true
+	}
+	n := c.e.every.Records
+	return n > 0 && c.base+done >= n
+}
+
+// started starts the interval of transaction seq, if no input of it was
+// handled yet, when a chunk finished its first record (leave would only
+// when the chunk ends), and returns the inputs the transaction handled in
+// the chunks that left.
+func (e *eos) started(seq uint64) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if seq != e.seq || !e.begun {
+		return 0
+	}
+	if e.first.IsZero() {
+		e.first = time.Now()
+		e.nudge() // the interval starts
+	}
+	return e.handled
 }
 
 // holdGate closes the gate and waits, within ctx, until no chunk runs.
@@ -387,8 +438,8 @@ func (e *eos) nextStep() (time.Duration, bool) {
 			return 0, false // leave wakes the loop
 		}
 		return max(e.holdUntil.Sub(now), 0), true
-	case e.handled == 0:
-		return 0, false
+	case e.first.IsZero():
+		return 0, false // nothing handled yet
 	case e.every.Records > 0 && e.handled >= e.every.Records:
 		return 0, true
 	}
@@ -399,7 +450,7 @@ func (e *eos) nextStep() (time.Duration, bool) {
 func (e *eos) step(ctx context.Context) {
 	e.mu.Lock()
 	due := e.ending != endNone || e.failed != nil ||
-		e.begun && e.handled > 0 && (!time.Now().Before(e.first.Add(e.every.Interval)) ||
+		e.begun && !e.first.IsZero() && (!time.Now().Before(e.first.Add(e.every.Interval)) ||
 			e.every.Records > 0 && e.handled >= e.every.Records)
 	e.mu.Unlock()
 	if due {
@@ -471,8 +522,12 @@ func (e *eos) end(ctx context.Context, commit bool) error {
 	case failure:
 		commit = false
 	case commit && e.handled == 0:
+		// Nothing to commit: the transaction stays open. (A chunk
+		// that started the interval and then handled nothing, e.g.
+		// its partition was reset, leaves no input behind.)
+		e.first = time.Time{}
 		e.mu.Unlock()
-		return nil // nothing to commit: the transaction stays open
+		return nil
 	}
 	offs := make(map[TopicPartition]eosPos, len(e.offsets))
 	for tp, pos := range e.offsets {
@@ -699,6 +754,7 @@ func (e *eos) failFatal(err error) {
 			close(e.opened) // wakes the runners waiting at the gate
 		}
 		e.open = false
+		e.shut.Store(true)
 	}
 	e.mu.Unlock()
 	if !first {

@@ -394,3 +394,47 @@ func runEOSRebalance(t *testing.T, b GroupBalancer, proto GroupProtocol) {
 		t.Error("no revoke found a transaction with inputs in it: the test did not rebalance mid-transaction")
 	}
 }
+
+// With HandleRecord, commit points come at the record boundary where they
+// are due, not at the end of a handler chunk (MaxBatchRecords, here the
+// default 1,000): by interval (the default CommitEvery{} commits every
+// 100 ms, and a crash redoes at most that much work) and by record count.
+// The handler is slow enough that 1,000 records take many intervals; the
+// first 1,000 records are fetched and buffered at once.
+func TestExactlyOnceCommitsWithinChunk(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		every CommitEvery
+		want  int64 // commits at least, before record 1000 is handled
+	}{
+		{"interval", CommitEvery{}, 2},
+		{"records", CommitEvery{Interval: 5 * time.Second, Records: 100}, 5}, // 9: at 100, 200, ... 900
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newEOSRig(t, txnModes[1], 1, 1500)
+			var commitsAt1000 atomic.Int64
+			commitsAt1000.Store(-1)
+			var cs *Consumer
+			ready := make(chan struct{}) // cs is set
+			cs, _ = r.eosMember("eos-chunk", tc.every, func(ctx context.Context, p *Producer, rec *Record) error {
+				<-ready
+				transform(ctx, p, rec)
+				if tc.every.Records == 0 {
+					time.Sleep(time.Millisecond) // 1,000 records: 10 intervals or more
+				}
+				if rec.Offset == 999 {
+					commitsAt1000.Store(cs.eos.commits.Load())
+				}
+				return nil
+			}, MaxBatchRecords(1000))
+			close(ready)
+			r.awaitCommitted(60*time.Second, func() string { return statsString(cs) })
+			closeEOS(t, cs)
+			r.checkExactlyOnce()
+			if got := commitsAt1000.Load(); got < tc.want {
+				t.Errorf("%d transactions committed before record 1000 was handled; want at least %d (commit points must not wait for the 1,000-record chunk)", got, tc.want)
+			}
+			t.Logf("%d transactions committed before record 1000, %d in all", commitsAt1000.Load(), cs.Stats().TxnCommitted)
+		})
+	}
+}

@@ -380,7 +380,11 @@ func MaxDecompressedBytes(n int) ConsumerOption {
 }
 
 // MaxBatchRecords caps the records given to one HandleBatch call (default
-// 1000). NewShareConsumer refuses it (see ShareMaxRecords).
+// 1000). With HandleRecord it caps the records of one partition a runner
+// handles, one call each, before the partition yields to the next one
+// ready (when partitions outnumber Runners); under ExactlyOnce, a commit
+// point that comes due ends that run at the next record, whatever the
+// cap. NewShareConsumer refuses it (see ShareMaxRecords).
 func MaxBatchRecords(n int) ConsumerOption {
 	return func(c *consumerConfig) { c.maxBatchRecords, c.given = n, c.given|givenMaxBatchRecords }
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/riffle-go/riffle/internal/assign"
@@ -75,6 +76,17 @@ type member struct {
 	// reference to for its subscription (see trackSubscription).
 	trackMu sync.Mutex
 	tracked map[string]bool
+
+	// Classic, the member's goroutine only: the topics of the last
+	// JoinGroup (sorted, deduplicated), and, when the member led that
+	// generation's assignment, the partition counts it assigned from,
+	// for every topic of the group (see subscriptionChanged).
+	joinedTopics []string
+	leaderCounts map[string]int
+
+	// subChecks counts the classic subscription checks (await), for
+	// tests.
+	subChecks atomic.Int64
 }
 
 func newMember(cs *Consumer) *member {
@@ -235,14 +247,14 @@ func (m *member) onFenced(ctx context.Context, fe *fencedError) {
 }
 
 // await waits, heartbeats running, until the member must join again: the
-// coordinator starts a rebalance, the member is fenced, the subscribed
-// topics change, a rejoin was requested, or ctx ends. It returns why.
+// coordinator starts a rebalance, the member is fenced, the subscription
+// changes (subscriptionChanged), a rejoin was requested, or ctx ends. It
+// returns why.
 func (m *member) await(ctx context.Context, g *generation) error {
 	// The subscription is checked against the client's metadata (no
 	// request of its own), so often.
 	meta := time.NewTicker(min(m.cs.c.cfg.metadataMaxAge, time.Second))
 	defer meta.Stop()
-	known := m.subscriptionShape()
 	for {
 		select {
 		case <-ctx.Done():
@@ -254,8 +266,9 @@ func (m *member) await(ctx context.Context, g *generation) error {
 		case <-m.rejoin:
 			return errRejoin
 		case <-meta.C:
-			if shape := m.subscriptionShape(); shape != known && shape != "" {
-				return fmt.Errorf("subscribed topics or partition counts changed")
+			m.subChecks.Add(1)
+			if err := m.subscriptionChanged(); err != nil {
+				return err
 			}
 		}
 	}
@@ -368,10 +381,12 @@ func (m *member) joinRequest(ctx context.Context, join *kmsg.JoinGroupRequest) (
 func (m *member) joinAndSync(ctx context.Context) (assign.TopicPartitions, error) {
 	topics := m.subscription()
 	m.trackSubscription(topics)
+	m.joinedTopics = sortedTopics(topics)
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
+		m.leaderCounts = nil // set by lead, if this member leads this generation
 		join := kmsg.NewPtrJoinGroupRequest()
 		m.mu.Lock()
 		m.joined = false // a rebalance is in progress until SyncGroup answers
@@ -544,18 +559,25 @@ func (m *member) lead(ctx context.Context, proto string, jms []kmsg.JoinGroupRes
 		}
 	}
 	counts := map[string]int32{}
-	racks := assign.PartitionRacks{} // KIP-881: the racks of each partition's replicas
+	watched := make(map[string]int, len(all)) // for subscriptionChanged: 0 for a missing topic
+	racks := assign.PartitionRacks{}          // KIP-881: the racks of each partition's replicas
 	for t := range all {
 		tm, err := m.cs.cl.LookupTopic(ctx, t)
 		if err != nil {
 			if errors.Is(err, errs.ErrUnknownTopic) {
+				watched[t] = 0
 				continue // subscribed but missing: nothing to assign
 			}
 			return nil, err
 		}
 		counts[t] = int32(len(tm.Partitions))
+		watched[t] = len(tm.Partitions)
 		racks[t] = partitionRacks(tm, m.cs.cl.Snapshot().Brokers)
 	}
+	// The leader watches every topic of the group, so the metadata
+	// keeps them (Java: updateGroupSubscription, assignmentSnapshot).
+	m.leaderCounts = watched
+	m.trackSubscription(m.watchedTopics(m.subscription()))
 	// The cooperative-sticky assignor already holds back partitions whose
 	// current owner must revoke them first (KIP-429). The rack-aware
 	// assignors use the racks only when members and partitions have

@@ -81,6 +81,13 @@ func ConsumerGroup(id string) ConsumerOption {
 }
 
 // SubscribeTopics sets the topics a group member subscribes to.
+//
+// With the classic protocol, as in the Java client, the member that
+// computed the group's assignment (its leader) watches the partition
+// counts of every topic the group subscribes to, in the client's
+// metadata (refreshed at least once per MetadataMaxAge), and rebalances
+// the group when a topic is created, deleted or given partitions; the
+// other members rejoin only when their own subscription changes.
 func SubscribeTopics(topics ...string) ConsumerOption {
 	return func(c *consumerConfig) { c.group.topics = append(c.group.topics, topics...) }
 }

@@ -2,10 +2,14 @@ package riffle
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sort"
+
+	"github.com/riffle-go/riffle/internal/kafkaerr"
 )
 
 // subscription returns the topics the member subscribes to now: the
@@ -88,22 +92,60 @@ func (m *member) awaitTopicList(ctx context.Context) {
 	}
 }
 
-// subscriptionShape summarizes the subscribed topics and their partition
-// counts, to notice changes that need a rebalance.
-func (m *member) subscriptionShape() string {
-	topics := m.subscription()
-	sort.Strings(topics)
-	snap := m.cs.cl.Snapshot()
-	shape := ""
-	for _, t := range topics {
-		n := 0
-		if tm := snap.Topics[t]; tm != nil {
-			n = len(tm.Partitions)
-		}
-		shape += fmt.Sprintf("%s:%d,", t, n)
+// subscriptionChanged reports why the member must rejoin after a
+// subscription check, nil if it need not, as Java's
+// ConsumerCoordinator.rejoinNeededOrPending: the topics it subscribes to
+// now (a pattern's matches) differ from those it joined with, or, on the
+// member that led the generation's assignment, a topic of the group has
+// another partition count in the client's metadata than the assignment
+// used (a topic created, deleted or given partitions). Only the leader
+// compares partition counts: a follower needs no metadata to join, so its
+// metadata may gain the topics only after the join, which is no change.
+// A subscription that became empty is no reason by itself (a listing of
+// no topics must not give every partition up).
+func (m *member) subscriptionChanged() error {
+	topics := sortedTopics(m.subscription())
+	m.trackSubscription(m.watchedTopics(topics))
+	if len(topics) > 0 && !slices.Equal(topics, m.joinedTopics) {
+		return fmt.Errorf("subscribed topics changed from %v to %v", m.joinedTopics, topics)
 	}
-	m.trackSubscription(topics)
-	return shape
+	snap := m.cs.cl.Snapshot()
+	for _, t := range slices.Sorted(maps.Keys(m.leaderCounts)) {
+		tm := snap.Topics[t]
+		n := 0
+		switch {
+		case tm == nil:
+			continue // not in the metadata yet: no news
+		case tm.Err == nil:
+			n = len(tm.Partitions)
+		case !errors.Is(tm.Err, kafkaerr.ForCode(kafkaerr.UnknownTopicOrPartition)):
+			continue // a transient error says nothing of the count
+		}
+		if was := m.leaderCounts[t]; n != was {
+			return fmt.Errorf("topic %q has %d partitions, the group's assignment used %d", t, n, was)
+		}
+	}
+	return nil
+}
+
+// watchedTopics returns topics with, on the generation's leader, every
+// topic of the group: the topics the member keeps in its metadata.
+func (m *member) watchedTopics(topics []string) []string {
+	if len(m.leaderCounts) == 0 {
+		return topics
+	}
+	out := slices.Clone(topics)
+	for t := range m.leaderCounts {
+		out = append(out, t)
+	}
+	return sortedTopics(out)
+}
+
+// sortedTopics returns topics sorted and deduplicated, in a new slice.
+func sortedTopics(topics []string) []string {
+	out := slices.Clone(topics)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // trackSubscription makes topics the set the member holds a metadata

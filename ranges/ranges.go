@@ -8,6 +8,17 @@
 // uses the client's per-broker read connection (separate from the
 // consumer's fetch connection, so long polls never delay it), and any
 // number of reads may run at once on one Reader.
+//
+// Transactional topics: a Reader with ReadCommitted reads up to a
+// partition's last stable offset (the first offset of the oldest open
+// transaction, or the high watermark when none is open), so plan its
+// ranges with PlanOptions.ReadCommitted (or a Planner with ReadCommitted):
+// a plan up to the high watermark has ranges such a Reader cannot finish
+// while a transaction is open (ErrBeyondLastStable, or a wait with
+// WaitForData). The last stable offset comes from ListOffsets at
+// isolation level read_committed; Kafka and kfake (the in-process
+// cluster the tests run on) answer it alike, and a transaction's marker
+// counts below it once the transaction ends.
 package ranges
 
 import (
@@ -55,6 +66,13 @@ var (
 	// ErrBeyondHighWatermark: the range ends past the partition's high
 	// watermark and the reader does not wait for data (see WaitForData).
 	ErrBeyondHighWatermark = errors.New("ranges: range ends beyond the high watermark")
+	// ErrBeyondLastStable: under ReadCommitted, the range ends past the
+	// partition's last stable offset (an open transaction holds reads
+	// back at its first record) and the reader does not wait for data.
+	// It matches ErrBeyondHighWatermark too: the end of what such a
+	// reader may read. Plan with PlanOptions.ReadCommitted plans no
+	// range past it.
+	ErrBeyondLastStable error = beyondLastStable{}
 	// ErrBelowLogStart: the range starts before the log start offset
 	// (those records were deleted).
 	ErrBelowLogStart = errors.New("ranges: range starts before the log start offset")
@@ -63,6 +81,14 @@ var (
 	// ErrInvalidRange: Low > High or negative offsets.
 	ErrInvalidRange = errors.New("ranges: invalid range")
 )
+
+type beyondLastStable struct{}
+
+func (beyondLastStable) Error() string {
+	return "ranges: range ends beyond the last stable offset"
+}
+
+func (beyondLastStable) Is(target error) bool { return target == ErrBeyondHighWatermark }
 
 // Option configures a Reader, a Planner or a Checkpoint; each ignores the
 // options that are not about it.
@@ -342,12 +368,12 @@ func (r *Reader) Read(ctx context.Context, rg Range, fn func(*riffle.Record) err
 // beyond handles a read that reached the end of the available data before
 // High: fail or wait for more.
 func (r *Reader) beyond(ctx context.Context, rg Range, res fetch.Partition, failures *int) error {
-	end := res.HighWatermark
-	if r.cfg.readCommitted && res.LastStable >= 0 {
-		end = res.LastStable
-	}
 	if !r.cfg.wait {
-		return fmt.Errorf("%w: %s, available up to %d", ErrBeyondHighWatermark, rg, end)
+		if r.cfg.readCommitted && res.LastStable >= 0 {
+			return fmt.Errorf("%w: %s, available up to %d (the high watermark is %d: a transaction is open at the last stable offset)",
+				ErrBeyondLastStable, rg, res.LastStable, res.HighWatermark)
+		}
+		return fmt.Errorf("%w: %s, available up to %d", ErrBeyondHighWatermark, rg, res.HighWatermark)
 	}
 	*failures = 0
 	t := time.NewTimer(r.cfg.pollWait)
@@ -474,16 +500,24 @@ func ReadRange(ctx context.Context, client *riffle.Client, rg Range, fn func(*ri
 // PlanOptions bounds the ranges Plan makes.
 type PlanOptions struct {
 	// MaxRecords is the most offsets per range. Zero means no limit: one
-	// range per partition, from its log start to its high watermark.
+	// range per partition, from its log start to its end.
 	MaxRecords int64
 	// Partitions restricts planning to these partitions (all if empty).
 	Partitions []int32
+	// ReadCommitted plans up to the last stable offset instead of the
+	// high watermark (ListOffsets at isolation level read_committed), as
+	// a Reader with the ReadCommitted option reads: while a transaction
+	// is open, the plan ends where it began. Without it, such a Reader
+	// fails the ranges past the last stable offset with
+	// ErrBeyondLastStable.
+	ReadCommitted bool
 }
 
 // Plan splits the topics' partitions, from the log start offset to the
-// high watermark as of now, into ranges of at most MaxRecords offsets (the
-// whole partition when MaxRecords is 0), ordered by topic, partition and
-// offset. Empty partitions yield none.
+// high watermark as of now (the last stable offset with ReadCommitted),
+// into ranges of at most MaxRecords offsets (the whole partition when
+// MaxRecords is 0), ordered by topic, partition and offset. Empty
+// partitions yield none.
 func Plan(ctx context.Context, client *riffle.Client, opts PlanOptions, topics ...string) ([]Range, error) {
 	if opts.MaxRecords < 0 {
 		return nil, fmt.Errorf("%w: MaxRecords must not be negative (0: no limit)", riffle.ErrInvalidConfig)
@@ -492,12 +526,12 @@ func Plan(ctx context.Context, client *riffle.Client, opts PlanOptions, topics .
 	if step == 0 {
 		step = math.MaxInt64
 	}
-	adm := client.Admin()
-	starts, err := adm.ListOffsets(ctx, riffle.OffsetEarliest, topics...)
+	cl, _ := clientinternal.Access(client)
+	lows, err := listOffsets(ctx, cl, topics, riffle.OffsetEarliest, false)
 	if err != nil {
 		return nil, err
 	}
-	ends, err := adm.ListOffsets(ctx, riffle.OffsetLatest, topics...)
+	ends, err := listOffsets(ctx, cl, topics, riffle.OffsetLatest, opts.ReadCommitted)
 	if err != nil {
 		return nil, err
 	}
@@ -505,31 +539,17 @@ func Plan(ctx context.Context, client *riffle.Client, opts PlanOptions, topics .
 	for _, p := range opts.Partitions {
 		want[p] = true
 	}
-	type tp struct {
-		t string
-		p int32
-	}
-	lows := map[tp]int64{}
-	for _, o := range starts {
-		if o.Err != nil {
-			return nil, fmt.Errorf("%s[%d]: %w", o.Topic, o.Partition, o.Err)
-		}
-		lows[tp{o.Topic, o.Partition}] = o.Offset
-	}
 	var out []Range
-	for _, o := range ends {
-		if o.Err != nil {
-			return nil, fmt.Errorf("%s[%d]: %w", o.Topic, o.Partition, o.Err)
-		}
-		if len(want) > 0 && !want[o.Partition] {
+	for tp, end := range ends {
+		if len(want) > 0 && !want[tp.Partition] {
 			continue
 		}
-		for low := lows[tp{o.Topic, o.Partition}]; low < o.Offset; {
-			high := o.Offset
-			if o.Offset-low > step {
+		for low := lows[tp]; low < end; {
+			high := end
+			if end-low > step {
 				high = low + step
 			}
-			out = append(out, Range{Topic: o.Topic, Partition: o.Partition, Low: low, High: high})
+			out = append(out, Range{Topic: tp.Topic, Partition: tp.Partition, Low: low, High: high})
 			low = high
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -436,5 +437,62 @@ func TestReadHeaders(t *testing.T) {
 	}
 	if len(got) != 2 || len(got[1]) != 0 || fmt.Sprintf("%q", got[0]) != fmt.Sprintf("%q", want) || got[0][1].Value != nil || got[0][2].Value == nil {
 		t.Fatalf("headers %q, want %q then none", got, want)
+	}
+}
+
+// A read_committed plan ends at the last stable offset while a
+// transaction is open, so a read_committed Reader reads every range of
+// it; a range past the last stable offset fails with an error that says
+// so (and still matches ErrBeyondHighWatermark).
+func TestPlanReadCommittedOpenTransaction(t *testing.T) {
+	_, cl := setup(t, rifftest.Topic("t", 1))
+	ctx := testCtx(t)
+	produce(t, cl, "t", 0, 10, nil) // 0..9
+	p, err := riffle.NewProducer(cl, riffle.TransactionalID("tx"), riffle.WithPartitioner(riffle.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(ctx)
+	if err := p.InitTransactions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 { // 10..14, open
+		if err := p.ProduceSync(ctx, &riffle.Record{Topic: "t", Value: []byte("tx")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	plan, err := ranges.Plan(ctx, cl, ranges.PlanOptions{MaxRecords: 4, ReadCommitted: true}, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "[t[0] [0, 4) t[0] [4, 8) t[0] [8, 10)]"; fmt.Sprint(plan) != want {
+		t.Fatalf("read_committed plan %v, want %s (up to the last stable offset)", plan, want)
+	}
+	r := ranges.NewReader(cl, ranges.ReadCommitted())
+	defer r.Close()
+	n := 0
+	for _, rg := range plan {
+		offs, err := collect(t, r, rg)
+		if err != nil {
+			t.Fatalf("read_committed read of %v: %v", rg, err)
+		}
+		n += len(offs)
+	}
+	if n != 10 {
+		t.Errorf("read %d records of the read_committed plan, want 10", n)
+	}
+	plan, err = ranges.Plan(ctx, cl, ranges.PlanOptions{}, "t")
+	if err != nil || fmt.Sprint(plan) != "[t[0] [0, 15)]" {
+		t.Fatalf("read_uncommitted plan %v, %v; want up to the high watermark 15", plan, err)
+	}
+	_, err = collect(t, r, plan[0])
+	if !errors.Is(err, ranges.ErrBeyondLastStable) || !errors.Is(err, ranges.ErrBeyondHighWatermark) {
+		t.Fatalf("read_committed read past the last stable offset: %v; want ErrBeyondLastStable", err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "last stable offset") || !strings.Contains(msg, "available up to 10") || strings.Contains(msg, "beyond the high watermark") {
+		t.Errorf("error %q: want it to name the last stable offset, 10", msg)
 	}
 }
