@@ -140,6 +140,7 @@ func TestLagGroupAndRemoved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer cs.Close(ctx) // on failure; the test closes it
 	waitUntil(t, 15*time.Second, func() bool {
 		h.mu.Lock()
 		defer h.mu.Unlock()
