@@ -85,7 +85,7 @@ type cpart struct {
 	err      *PartitionError
 	// handlerErr: err is the handler's (reported to PartitionHooks).
 	handlerErr bool
-	idleCh   chan struct{} // closed when a revoked partition stops running
+	idleCh     chan struct{} // closed when a revoked partition stops running
 
 	// The records of the chunk a runner took from buf that it has not
 	// handed to the handler (or the sink) yet, and their size: they are
