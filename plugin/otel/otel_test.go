@@ -305,7 +305,7 @@ func gaugePoints(t *testing.T, reader *sdkmetric.ManualReader, name string) map[
 				for _, dp := range g.DataPoints {
 					var kv []string
 					for _, a := range dp.Attributes.ToSlice() {
-						kv = append(kv, string(a.Key)+"="+a.Value.Emit())
+						kv = append(kv, string(a.Key)+"="+a.Value.String())
 					}
 					out[strings.Join(kv, ",")] = dp.Value
 				}
