@@ -215,24 +215,24 @@ type FetchBatchHook interface {
 // PartitionEventKind is what happened to a consumer's partition.
 type PartitionEventKind int8
 
-// The kinds of PartitionEvent.
-const (
-	// PartitionAssigned: the partition was assigned (Assign, or by the
-	// group); it comes before any FetchBatchEvent of the partition.
-	PartitionAssigned PartitionEventKind = iota + 1
-	// PartitionStopped: an error stopped the partition (see
-	// PartitionError): a handler's error, a corrupt batch, an offset out
-	// of range with ResetNone, a refused start offset, a log truncation
-	// with ResetNone, or, with ExactlyOnce, a failed transactional
-	// producer. It stays stopped until Resume.
-	PartitionStopped
-	// PartitionResumed: Resume restarted a stopped partition.
-	PartitionResumed
-	// PartitionRemoved: the partition is no longer the consumer's:
-	// revoked or lost in a rebalance, unassigned, or the consumer closed.
-	// No event of the partition follows until it is assigned again.
-	PartitionRemoved
-)
+// PartitionAssigned: the partition was assigned (Assign, or by the group);
+// it comes before any FetchBatchEvent of the partition.
+const PartitionAssigned PartitionEventKind = 1
+
+// PartitionStopped: an error stopped the partition (see PartitionError):
+// a handler's error, a corrupt batch, an offset out of range with
+// ResetNone, a refused start offset, a log truncation with ResetNone, or,
+// with ExactlyOnce, a failed transactional producer. It stays stopped
+// until Resume.
+const PartitionStopped PartitionEventKind = 2
+
+// PartitionResumed: Resume restarted a stopped partition.
+const PartitionResumed PartitionEventKind = 3
+
+// PartitionRemoved: the partition is no longer the consumer's: revoked or
+// lost in a rebalance, unassigned, or the consumer closed. No event of the
+// partition follows until it is assigned again.
+const PartitionRemoved PartitionEventKind = 4
 
 // String returns the kind's name: "assigned", "stopped", "resumed" or
 // "removed".
