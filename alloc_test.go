@@ -20,12 +20,13 @@ import (
 // per-record allocations. The figures they guard are in the comments.
 
 // countHooks counts data-path events without allocating.
-type countHooks struct{ produce, fetch, rebalance, commit atomic.Int64 }
+type countHooks struct{ produce, fetch, rebalance, commit, partition atomic.Int64 }
 
 func (h *countHooks) OnProduceBatch(e ProduceBatchEvent) { h.produce.Add(int64(e.Records)) }
 func (h *countHooks) OnFetchBatch(e FetchBatchEvent)     { h.fetch.Add(int64(e.Records)) }
 func (h *countHooks) OnRebalance(RebalanceEvent)         { h.rebalance.Add(1) }
 func (h *countHooks) OnCommit(CommitEvent)               { h.commit.Add(1) }
+func (h *countHooks) OnPartition(PartitionEvent)         { h.partition.Add(1) }
 
 // quietAllocsPerRun is testing.AllocsPerRun(runs, f) for code that runs
 // with goroutines of its own: the lowest of rounds measurements. The
@@ -97,7 +98,8 @@ func testProduceAllocsPerRecord(t *testing.T, opts ...Option) {
 // handing every record to a record handler allocates per fetch, not per
 // record: the slab and its pointer segment. (The fetch request and the
 // response frame are per broker fetch, outside this test.) A
-// FetchBatchHook adds nothing: its event is passed by value.
+// FetchBatchHook adds nothing: its event is passed by value; nor does a
+// PartitionHook, told nothing new per fetch.
 func TestConsumeAllocsPerFetch(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs a cluster")

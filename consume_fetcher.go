@@ -102,6 +102,7 @@ type sentPart struct {
 	epoch       uint64
 	offset      int64
 	leaderEpoch int32
+	answered    bool // the response had the partition (with FetchBatchHooks only)
 }
 
 func (f *fetcher) loop() {
@@ -176,6 +177,10 @@ func (f *fetcher) loop() {
 		// no leader; hints: those whose error named it (KIP-951).
 		moved, replaced, refresh := false, false, false
 		var hints []cluster.LeaderHint
+		// With FetchBatchHooks, the partitions the response left out
+		// (nothing new, KIP-227) are reported too: the position moved.
+		hooked := len(cs.c.hooks.fetch) > 0
+		answered := 0
 		opts := fetch.DecodeOptions{
 			ReadCommitted: cs.cfg.isolation == ReadCommitted,
 			Batch:         batch.DecodeOptions{SkipCRC: !cs.cfg.checkCRC, MaxDecompressedSize: cs.cfg.maxDecompressed},
@@ -200,6 +205,11 @@ func (f *fetcher) loop() {
 					}
 					continue // a partition the session still had; ignore
 				}
+				if hooked && !s.answered {
+					s.answered = true
+					f.sent[tp] = s
+					answered++
+				}
 				f.slab = slabSink{topic: topic, part: rp.Partition}
 				res := fetch.DecodePartitionTo(rp, s.offset, opts, &f.slab)
 				slab := f.slab.recs
@@ -218,6 +228,13 @@ func (f *fetcher) loop() {
 					hints = append(hints, h)
 				} else if m {
 					refresh = true
+				}
+			}
+		}
+		if hooked && answered < len(f.sent) {
+			for _, s := range f.sent {
+				if !s.answered {
+					s.p.unchanged(f.node, s.epoch, s.offset)
 				}
 			}
 		}

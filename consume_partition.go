@@ -58,6 +58,7 @@ type cpart struct {
 	checkedEpoch   int32
 	checking       uint64 // the epoch+1 whose position check is out (0: none); see consume_validate.go
 	hw             int64
+	lso            int64    // last stable offset, -1 unknown
 	buf            recQueue // fetched, not yet handed to the handler
 	paused         bool
 	blocked        bool   // the sink took no more; until its wake
@@ -82,7 +83,9 @@ type cpart struct {
 	queued   bool
 	fetchErr *PartitionError // stops the partition once buf drains
 	err      *PartitionError
-	idleCh   chan struct{} // closed when a revoked partition stops running
+	// handlerErr: err is the handler's (reported to PartitionHooks).
+	handlerErr bool
+	idleCh     chan struct{} // closed when a revoked partition stops running
 
 	// The records of the chunk a runner took from buf that it has not
 	// handed to the handler (or the sink) yet, and their size: they are
@@ -92,6 +95,19 @@ type cpart struct {
 	// fetched had been handled.
 	inHand      int
 	inHandBytes int64
+
+	// Hook events (consume_lag.go). hookMu serialises the partition's
+	// events to the FetchBatchHooks and PartitionHooks, so that none
+	// follows its PartitionRemoved; it is taken before mu. told and
+	// toldErr (guarded by hookMu) are what the PartitionHooks were last
+	// told. fetchReports (guarded by mu) counts the fetch responses
+	// reported, and refreshMark is its value at the lag refresher's last
+	// look: equal, the partition got no fetch response since.
+	hookMu       sync.Mutex
+	told         partTold
+	toldErr      *PartitionError
+	fetchReports uint64
+	refreshMark  uint64
 }
 
 func newCPart(cs *Consumer, a Assignment) *cpart {
@@ -99,7 +115,7 @@ func newCPart(cs *Consumer, a Assignment) *cpart {
 	return &cpart{
 		cs: cs, tp: a.TopicPartition, start: a.Start,
 		ctx: ctx, cancel: cancel,
-		fetcher: -1, leader: -1, leaderEpoch: -1, hw: -1,
+		fetcher: -1, leader: -1, leaderEpoch: -1, hw: -1, lso: -1,
 		fetchOffset: -1, position: -1, processed: -1, txnBase: -1,
 		processedEpoch: -1, fetchedEpoch: -1, checkedEpoch: -1,
 	}
@@ -134,14 +150,27 @@ func (p *cpart) fetchWant(node int32) (w fetch.Want, epoch uint64, behind, ok bo
 // fetcher for another (the coordinator places it: a leader named a
 // preferred read replica, KIP-392).
 func (p *cpart) applyFetch(node int32, epoch uint64, offset int64, leaderEpoch int32, res fetch.Partition, recs []Record) (moved, replaced bool) {
-	p.mu.Lock()
-	moved, replaced, applied, bytes := p.applyFetchLocked(node, epoch, offset, leaderEpoch, res, recs)
-	if !applied || len(p.cs.c.hooks.fetch) == 0 {
+	if len(p.cs.c.hooks.fetch) == 0 {
+		p.mu.Lock()
+		moved, replaced, _, _ = p.applyFetchLocked(node, epoch, offset, leaderEpoch, res, recs)
 		p.mu.Unlock()
 		return moved, replaced
 	}
-	e := p.fetchEventLocked(res, len(recs), bytes)
+	// hookMu first: a revoke that follows reports PartitionRemoved only
+	// once this event is out.
+	p.hookMu.Lock()
+	defer p.hookMu.Unlock()
+	p.mu.Lock()
+	moved, replaced, applied, bytes := p.applyFetchLocked(node, epoch, offset, leaderEpoch, res, recs)
+	if !applied {
+		p.mu.Unlock()
+		return moved, replaced
+	}
+	p.fetchReports++
+	e := p.fetchEventLocked(node, res, len(recs), bytes)
+	st := p.hookStateLocked()
 	p.mu.Unlock()
+	p.tellPartitionHooks(st)
 	p.cs.fetched(e)
 	return moved, replaced
 }
@@ -167,6 +196,9 @@ func (p *cpart) applyFetchLocked(node int32, epoch uint64, offset int64, leaderE
 	}
 	if res.HighWatermark >= 0 {
 		p.hw = res.HighWatermark
+	}
+	if res.LastStable >= 0 {
+		p.lso = res.LastStable
 	}
 	if len(recs) > 0 {
 		seg := make([]*Record, len(recs))
@@ -305,7 +337,7 @@ func (p *cpart) setPaused(paused bool) {
 	p.mu.Lock()
 	p.paused = paused
 	if !paused && p.state == stateFailed {
-		p.err = nil
+		p.err, p.handlerErr = nil, false
 		if p.fetchOffset < 0 {
 			// It stopped before its start offset was resolved:
 			// resolve it again, rather than fetch from nowhere (an
@@ -319,6 +351,7 @@ func (p *cpart) setPaused(paused bool) {
 	}
 	p.scheduleLocked()
 	p.mu.Unlock()
+	p.syncHooks()
 }
 
 // revoke stops the partition: no more dispatch, fetch results fenced,
@@ -334,6 +367,7 @@ func (p *cpart) revoke(lost bool) {
 		close(p.idleCh)
 	}
 	p.mu.Unlock()
+	p.syncHooks()
 	if lost {
 		p.cancel()
 	}
@@ -353,7 +387,7 @@ func (p *cpart) stats() PartitionStats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	st := PartitionStats{
-		TopicPartition: p.tp, Position: p.position, Processed: p.processed, HighWatermark: p.hw,
+		TopicPartition: p.tp, Position: p.position, Processed: p.processed, HighWatermark: p.hw, LastStable: p.lso,
 		BufferedRecords: p.buf.len() + p.inHand, BufferedBytes: p.buf.bytes + p.inHandBytes, Paused: p.paused, Leader: p.leader,
 		ReadReplica: -1,
 	}

@@ -107,6 +107,7 @@ func (cs *Consumer) run(p *cpart, ck *eosChunk) (int, error) {
 			p.state = stateFailed
 			p.err = fe
 			p.mu.Unlock()
+			p.syncHooks()
 			cs.reportError(fe)
 			return 0, nil
 		}
@@ -142,6 +143,7 @@ func (cs *Consumer) run(p *cpart, ck *eosChunk) (int, error) {
 		p.position = chunk[handled].Offset
 		if failErr != nil {
 			p.state = stateFailed
+			p.handlerErr = true
 			p.err = &PartitionError{Topic: p.tp.Topic, Partition: p.tp.Partition, Offset: chunk[handled].Offset, Err: failErr}
 		}
 	} else {
@@ -161,6 +163,7 @@ func (cs *Consumer) run(p *cpart, ck *eosChunk) (int, error) {
 	fetcher := p.fetcher
 	p.mu.Unlock()
 	if failErr != nil && pe != nil {
+		p.syncHooks()
 		cs.reportError(pe)
 	}
 	// Room was freed: the fetcher may include the partition again, and a

@@ -158,7 +158,7 @@ func (cs *Consumer) listStart(leader int32, ts int64, items []resolveItem) {
 	// reqErr: the request itself failed (network, timeout, a broker that
 	// went away) for these partitions: always worth asking again.
 	// perr: a partition's own Kafka error, retried only if retriable.
-	offs, perr, err := cs.listOffsets(ctx, leader, ts, items)
+	offs, perr, err := cs.listOffsets(ctx, leader, ts, cs.cfg.isolation, items)
 	reqErr := map[*cpart]error{}
 	if err != nil {
 		for _, it := range items {
@@ -173,7 +173,7 @@ func (cs *Consumer) listStart(leader int32, ts int64, items []resolveItem) {
 			}
 		}
 		if len(atEnd) > 0 {
-			ends, endErrs, err := cs.listOffsets(ctx, leader, OffsetLatest, atEnd)
+			ends, endErrs, err := cs.listOffsets(ctx, leader, OffsetLatest, cs.cfg.isolation, atEnd)
 			for _, it := range atEnd {
 				delete(offs, it.p) // -1 is not a start
 				if err != nil {
@@ -232,6 +232,7 @@ func (cs *Consumer) listStart(leader int32, ts int64, items []resolveItem) {
 			Err: fmt.Errorf("resolving the start offset (%s): %w", p.start, pe)}
 		failed := p.err
 		p.mu.Unlock()
+		p.syncHooks()
 		cs.reportError(failed)
 	}
 	if retry {
@@ -249,10 +250,11 @@ func isRetriable(err error) bool {
 	return IsRetriable(err)
 }
 
-// listOffsets sends one ListOffsets for items at ts to leader. It returns
+// listOffsets sends one ListOffsets for items at ts, under isolation, to
+// leader. It returns
 // the offset per partition answered, the error per partition that failed,
 // and an error for the whole request.
-func (cs *Consumer) listOffsets(ctx context.Context, leader int32, ts int64, items []resolveItem) (map[*cpart]int64, map[*cpart]error, error) {
+func (cs *Consumer) listOffsets(ctx context.Context, leader int32, ts int64, isolation IsolationLevel, items []resolveItem) (map[*cpart]int64, map[*cpart]error, error) {
 	type tp struct {
 		t string
 		p int32
@@ -265,7 +267,7 @@ func (cs *Consumer) listOffsets(ctx context.Context, leader int32, ts int64, ite
 		// KIP-320: the broker fences a stale view of the leader.
 		qs[i] = offsetsQuery{topic: t.Topic, partition: t.Partition, timestamp: ts, leaderEpoch: it.leaderEpoch}
 	}
-	req := listOffsetsRequest(qs, cs.cfg.isolation)
+	req := listOffsetsRequest(qs, isolation)
 	resp, err := cs.cl.Request(ctx, leader, cluster.ClassOther, req)
 	if err != nil {
 		return nil, nil, err

@@ -783,6 +783,7 @@ func (e *eos) stop(p *cpart, err error) {
 	pe := &PartitionError{Topic: p.tp.Topic, Partition: p.tp.Partition, Offset: p.position, Err: err}
 	p.state, p.err, p.queued = stateFailed, pe, false
 	p.mu.Unlock()
+	p.syncHooks()
 	e.cs.reportError(pe)
 }
 

@@ -183,6 +183,7 @@ func (cs *Consumer) checkPositions(leader int32, items []checkItem) {
 		}
 		p.mu.Unlock()
 		if report != nil {
+			p.syncHooks() // stopped, with ResetNone
 			cs.reportTruncation(report)
 		}
 	}

@@ -113,6 +113,9 @@ func NewConsumer(c *Client, opts ...ConsumerOption) (*Consumer, error) {
 		cs.life.Go(cs.runner)
 	}
 	cs.life.Go(cs.coordinate)
+	if len(c.hooks.fetch) > 0 {
+		cs.life.Go(cs.refreshLag)
+	}
 	if cfg.group.id != "" {
 		if !c.groupMember.CompareAndSwap(false, true) {
 			life.Stop()
@@ -166,19 +169,25 @@ func (cs *Consumer) resetStart() StartOffset {
 // metadata of their committed offsets.
 func (cs *Consumer) assignFromGroup(as []Assignment, metas map[TopicPartition]string) {
 	cs.mu.Lock()
-	defer cs.mu.Unlock()
 	if cs.life.Closing() {
+		cs.mu.Unlock()
 		return
 	}
+	var added []*cpart
 	for _, a := range as {
 		if _, ok := cs.parts[a.TopicPartition]; !ok {
 			cs.cl.TrackTopics(a.Topic)
 			p := newCPart(cs, a)
 			p.meta = metas[a.TopicPartition]
 			cs.parts[a.TopicPartition] = p
+			added = append(added, p)
 		}
 	}
 	cs.poke()
+	cs.mu.Unlock()
+	for _, p := range added {
+		p.syncHooks()
+	}
 }
 
 // processedOffsets returns, for the given partitions, the offset after the
@@ -366,20 +375,27 @@ func (cs *Consumer) Assign(as ...Assignment) error {
 		return ErrGroupManaged
 	}
 	cs.mu.Lock()
-	defer cs.mu.Unlock()
 	// Checked again under mu: Close collects the partitions under it
 	// after it started closing, so none added here escapes it.
 	if cs.life.Closing() {
+		cs.mu.Unlock()
 		return ErrConsumerClosed
 	}
+	var added []*cpart
 	for _, a := range as {
 		if _, ok := cs.parts[a.TopicPartition]; ok {
 			continue
 		}
 		cs.cl.TrackTopics(a.Topic)
-		cs.parts[a.TopicPartition] = newCPart(cs, a)
+		p := newCPart(cs, a)
+		cs.parts[a.TopicPartition] = p
+		added = append(added, p)
 	}
 	cs.poke()
+	cs.mu.Unlock()
+	for _, p := range added {
+		p.syncHooks() // a revoke since tells nothing: never reported
+	}
 	return nil
 }
 
@@ -508,8 +524,14 @@ type PartitionStats struct {
 	// Processed is the offset after the last record the handler finished
 	// (with riffle/process: the first record not finished).
 	Processed int64
-	// HighWatermark is the partition's high watermark at the last fetch.
+	// HighWatermark is the partition's high watermark at the last fetch
+	// (or, with a FetchBatchHook, the last refresh of a partition not
+	// fetched: see FetchBatchEvent.Refreshed), -1 if unknown.
 	HighWatermark int64
+	// LastStable is the partition's last stable offset at the last fetch
+	// (with ReadCommitted also at the last refresh), -1 if unknown: the
+	// end of what a ReadCommitted consumer can read.
+	LastStable int64
 	// BufferedRecords and BufferedBytes are fetched but not yet handed to
 	// the handler (nor to the processor, with riffle/process): with
 	// Position == Processed and none buffered, every record fetched is
@@ -528,7 +550,10 @@ type PartitionStats struct {
 	// Committed is the group's committed offset (-1 if none or no group).
 	Committed int64
 	// LagCommitted is HighWatermark - Committed; LagProcessed is
-	// HighWatermark - Processed (-1 when either side is unknown).
+	// HighWatermark - Processed (-1 when either side is unknown). With
+	// ReadCommitted they count from LastStable instead (while it is
+	// known), as the Java client's records-lag does: records past it
+	// cannot be read yet.
 	LagCommitted int64
 	LagProcessed int64
 }
@@ -538,8 +563,8 @@ type PartitionStats struct {
 // the String of the embedded TopicPartition would be promoted and %v would
 // print only "events[3]".)
 func (s PartitionStats) String() string {
-	return fmt.Sprintf("%v{Position:%v Processed:%v HighWatermark:%v BufferedRecords:%v BufferedBytes:%v Paused:%v Leader:%v ReadReplica:%v Err:%v Committed:%v LagCommitted:%v LagProcessed:%v}",
-		s.TopicPartition, s.Position, s.Processed, s.HighWatermark, s.BufferedRecords, s.BufferedBytes,
+	return fmt.Sprintf("%v{Position:%v Processed:%v HighWatermark:%v LastStable:%v BufferedRecords:%v BufferedBytes:%v Paused:%v Leader:%v ReadReplica:%v Err:%v Committed:%v LagCommitted:%v LagProcessed:%v}",
+		s.TopicPartition, s.Position, s.Processed, s.HighWatermark, s.LastStable, s.BufferedRecords, s.BufferedBytes,
 		s.Paused, s.Leader, s.ReadReplica, s.Err, s.Committed, s.LagCommitted, s.LagProcessed)
 }
 
@@ -591,7 +616,11 @@ func (cs *Consumer) Stats() ConsumerStats {
 		if cs.member != nil {
 			ps.Committed = cs.member.commits.committedOffset(p.tp)
 		}
-		ps.LagCommitted, ps.LagProcessed = lag(ps.HighWatermark, ps.Committed), lag(ps.HighWatermark, ps.Processed)
+		end := ps.HighWatermark
+		if cs.cfg.isolation == ReadCommitted && ps.LastStable >= 0 {
+			end = ps.LastStable
+		}
+		ps.LagCommitted, ps.LagProcessed = lag(end, ps.Committed), lag(end, ps.Processed)
 		st.Partitions = append(st.Partitions, ps)
 	}
 	sort.Slice(st.Partitions, func(i, j int) bool {

@@ -3,6 +3,7 @@ package riffle
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -107,7 +108,9 @@ func (o *hookObserver) Throttled(addr string, node int32, d time.Duration) {
 // once per batch or event, never per record (except a ProduceBatchEvent
 // for a record that fails before it is buffered, Unbatched, which runs on
 // the goroutine calling Produce), on the client's goroutines: they must be
-// fast and must not block. When none is installed each call
+// fast and must not block, nor call the methods of a consumer that change
+// its partitions (Assign, Unassign, Pause, Resume, Close), which wait for
+// the partitions' hook calls in progress. When none is installed each call
 // site costs one length check; the events are passed by value and
 // allocate nothing, but for CommitEvent's Offsets (one map per commit,
 // built only for installed CommitHooks). ErrorClass turns their Err
@@ -153,8 +156,11 @@ type ProduceBatchHook interface {
 }
 
 // FetchBatchEvent describes the records one fetch response brought for one
-// partition of a consumer.
+// partition of a consumer, and the partition's lag after it.
 type FetchBatchEvent struct {
+	// Group is the consumer's group, "" without one (and for a
+	// ShareConsumer's share fetches).
+	Group     string
 	Topic     string
 	Partition int32
 	// Node is the broker that answered.
@@ -166,25 +172,108 @@ type FetchBatchEvent struct {
 	Records           int
 	Bytes             int
 	UncompressedBytes int64
-	// HighWatermark is the partition's high watermark in the response
-	// (-1 if unknown). Lag is the Java client's records-lag: the high
-	// watermark (the last stable offset with ReadCommitted) minus the
-	// consumer's position, the next record to hand to the handler; records
-	// fetched and not yet handled count. -1 when unknown.
+	// HighWatermark is the partition's high watermark as last known: from
+	// this response, or from an earlier one when this one left it out or
+	// had none (an error), -1 if unknown. Lag is the Java client's
+	// records-lag: the high watermark (the last stable offset with
+	// ReadCommitted) minus the consumer's position, the next record to
+	// hand to the handler; records fetched and not yet handled count. -1
+	// when unknown.
 	HighWatermark int64
 	Lag           int64
+	// Refreshed: the event comes from no fetch response but from the
+	// consumer's refresh of the end offsets (ListOffsets, about once a
+	// second) of a partition that got no fetch response for that long: one
+	// stopped by an error, paused, or whose buffer is full. Records and
+	// the bytes are 0, Node is the leader that answered, and Lag grows
+	// with what is produced meanwhile.
+	Refreshed bool
 	// Err is the partition's fetch error, if any.
 	Err error
 }
 
 // FetchBatchHook is called for each partition of each fetch response the
 // consumer applies (stale ones, for a partition that moved meanwhile, are
-// not reported), after the records are buffered. A ShareConsumer's share
-// fetches are reported too, once their records are queued for the
-// handlers: Records counts the acquired records queued, and
-// HighWatermark and Lag are -1 (a share fetch has neither).
+// not reported), after the records are buffered: also for a partition the
+// response brought no records for, and for one an incremental fetch
+// session (KIP-227) left out of the response because nothing changed on
+// the broker (Records 0, the last known HighWatermark, the Lag as of the
+// current position). Partitions that get no fetch responses are reported
+// by Refreshed events, so Lag always follows the position and the log's
+// end; a partition is reported no more once its PartitionRemoved event
+// came. With a FetchBatchHook installed the consumer sends those refreshes
+// (one ListOffsets per leader of such partitions, two with ReadCommitted);
+// without one it does not.
+//
+// A ShareConsumer's share fetches are reported too, once their records
+// are queued for the handlers: Records counts the acquired records
+// queued, and HighWatermark and Lag are -1 (a share fetch has neither).
 type FetchBatchHook interface {
 	OnFetchBatch(e FetchBatchEvent)
+}
+
+// PartitionEventKind is what happened to a consumer's partition.
+type PartitionEventKind int8
+
+// PartitionAssigned: the partition was assigned (Assign, or by the group);
+// it comes before any FetchBatchEvent of the partition.
+const PartitionAssigned PartitionEventKind = 1
+
+// PartitionStopped: an error stopped the partition (see PartitionError):
+// a handler's error, a corrupt batch, an offset out of range with
+// ResetNone, a refused start offset, a log truncation with ResetNone, or,
+// with ExactlyOnce, a failed transactional producer. It stays stopped
+// until Resume.
+const PartitionStopped PartitionEventKind = 2
+
+// PartitionResumed: Resume restarted a stopped partition.
+const PartitionResumed PartitionEventKind = 3
+
+// PartitionRemoved: the partition is no longer the consumer's: revoked or
+// lost in a rebalance, unassigned, or the consumer closed. No event of the
+// partition follows until it is assigned again.
+const PartitionRemoved PartitionEventKind = 4
+
+// String returns the kind's name: "assigned", "stopped", "resumed" or
+// "removed".
+func (k PartitionEventKind) String() string {
+	switch k {
+	case PartitionAssigned:
+		return "assigned"
+	case PartitionStopped:
+		return "stopped"
+	case PartitionResumed:
+		return "resumed"
+	case PartitionRemoved:
+		return "removed"
+	}
+	return "PartitionEventKind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// PartitionEvent describes a change of one of a consumer's partitions: a
+// metrics sink keeps per-partition series (lag, stopped partitions) from
+// Assigned to Removed, with no call of its own when partitions are revoked.
+type PartitionEvent struct {
+	// Group is the consumer's group, "" without one.
+	Group     string
+	Topic     string
+	Partition int32
+	Kind      PartitionEventKind
+	// Err is why the partition stopped (PartitionStopped only): the
+	// *PartitionError that OnPartitionError gets.
+	Err error
+	// Handler (PartitionStopped only): the error is the handler's (it
+	// returned it, or panicked).
+	Handler bool
+}
+
+// PartitionHook is called when one of a consumer's partitions is
+// assigned, stopped by an error, resumed, and removed (see
+// PartitionEventKind). A partition's events come in that order, one at a
+// time, and never after its PartitionRemoved; a partition removed before
+// it was reported at all gets no event. ShareConsumers report none.
+type PartitionHook interface {
+	OnPartition(e PartitionEvent)
 }
 
 // RebalanceEvent describes one rebalance of a group member: under the
@@ -259,6 +348,7 @@ type dataHooks struct {
 	fetch     []FetchBatchHook
 	rebalance []RebalanceHook
 	commit    []CommitHook
+	partition []PartitionHook
 }
 
 func newDataHooks(hooks []Hook) dataHooks {
@@ -267,6 +357,7 @@ func newDataHooks(hooks []Hook) dataHooks {
 		fetch:     hooksOf[FetchBatchHook](hooks),
 		rebalance: hooksOf[RebalanceHook](hooks),
 		commit:    hooksOf[CommitHook](hooks),
+		partition: hooksOf[PartitionHook](hooks),
 	}
 }
 

@@ -56,24 +56,20 @@ func (p *Producer) Stats() ProducerStats {
 	}
 }
 
-// fetchEventLocked describes an applied fetch result of the partition.
-func (p *cpart) fetchEventLocked(res fetch.Partition, records int, bytes int64) FetchBatchEvent {
-	end := res.HighWatermark
-	if p.cs.cfg.isolation == ReadCommitted && res.LastStable >= 0 {
-		end = res.LastStable
-	}
-	pos := p.position
-	if pos < 0 {
-		pos = p.fetchOffset
-	}
-	lag := int64(-1)
-	if end >= 0 && pos >= 0 {
-		lag = max(0, end-pos)
-	}
+// fetchEventLocked describes an applied fetch result of the partition,
+// served by node.
+func (p *cpart) fetchEventLocked(node int32, res fetch.Partition, records int, bytes int64) FetchBatchEvent {
+	e := p.lagEventLocked(node)
+	e.Records, e.Bytes, e.UncompressedBytes, e.Err = records, res.Bytes, bytes, res.Err
+	return e
+}
+
+// lagEventLocked is an event of no records with the partition's current
+// high watermark and lag, node the broker that told.
+func (p *cpart) lagEventLocked(node int32) FetchBatchEvent {
 	return FetchBatchEvent{
-		Topic: p.tp.Topic, Partition: p.tp.Partition, Node: p.fetcher,
-		Records: records, Bytes: res.Bytes, UncompressedBytes: bytes,
-		HighWatermark: res.HighWatermark, Lag: lag, Err: res.Err,
+		Group: p.cs.cfg.group.id, Topic: p.tp.Topic, Partition: p.tp.Partition, Node: node,
+		HighWatermark: p.hw, Lag: p.lagLocked(),
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/riffle-go/riffle"
@@ -14,9 +15,9 @@ import (
 
 // Metrics records Riffle's hooks as OTel instruments (see the package
 // documentation for their names). It implements riffle.ProduceBatchHook,
-// riffle.FetchBatchHook, riffle.RebalanceHook, riffle.CommitHook and the
-// Broker* hooks: pass it to riffle.WithHooks. Its methods are safe for
-// concurrent use.
+// riffle.FetchBatchHook, riffle.PartitionHook, riffle.RebalanceHook,
+// riffle.CommitHook and the Broker* hooks: pass it to riffle.WithHooks.
+// Its methods are safe for concurrent use.
 type Metrics struct {
 	cfg config
 	ctx context.Context
@@ -24,22 +25,41 @@ type Metrics struct {
 	sent, consumed, sentBytes, consumedBytes metric.Int64Counter
 	batchSize, fetchSize                     metric.Int64Histogram
 	compression, latency                     metric.Float64Histogram
-	lag                                      metric.Int64Gauge
 	rebalances, commits, requests, errs      metric.Int64Counter
 	txnCommits                               metric.Int64Counter
 	rebalanceLatency, commitLatency, reqLat  metric.Float64Histogram
-	bufAvail                                 metric.Int64ObservableGauge
+	bufAvail, lag, stopped                   metric.Int64ObservableGauge
 	reg                                      metric.Registration
 
 	mu        sync.RWMutex
 	attrs     map[riffle.TopicPartition]*tpAttrs
 	producers map[*riffle.Producer]struct{}
+	// The consumers' partitions, from their first lag to their
+	// PartitionRemoved, and the stopped ones.
+	lags          map[groupPartition]*lagEntry
+	stoppedParts  map[groupPartition]struct{}
+	stoppedAttrs  map[groupPartition]metric.ObserveOption // per series (topic or partition)
+	groupPartAttr map[groupPartition]metric.ObserveOption
+}
+
+// groupPartition is a partition of a consumer group ("" for a consumer
+// without one).
+type groupPartition struct {
+	group string
+	riffle.TopicPartition
+}
+
+// lagEntry is a partition's last lag and the attributes it is observed
+// with.
+type lagEntry struct {
+	lag   atomic.Int64 // set under mu.RLock too
+	attrs metric.ObserveOption
 }
 
 // tpAttrs are the attribute sets of a topic (or topic-partition), built
 // once: recording with them allocates nothing.
 type tpAttrs struct {
-	ok, failed, partition metric.MeasurementOption
+	ok, failed metric.MeasurementOption
 }
 
 // NewMetrics creates the instruments on the meter provider
@@ -47,7 +67,9 @@ type tpAttrs struct {
 func NewMetrics(opts ...Option) (*Metrics, error) {
 	cfg := newConfig(opts)
 	meter := cfg.mp.Meter(ScopeName)
-	m := &Metrics{cfg: cfg, ctx: context.Background(), attrs: map[riffle.TopicPartition]*tpAttrs{}, producers: map[*riffle.Producer]struct{}{}}
+	m := &Metrics{cfg: cfg, ctx: context.Background(), attrs: map[riffle.TopicPartition]*tpAttrs{}, producers: map[*riffle.Producer]struct{}{},
+		lags: map[groupPartition]*lagEntry{}, stoppedParts: map[groupPartition]struct{}{},
+		stoppedAttrs: map[groupPartition]metric.ObserveOption{}, groupPartAttr: map[groupPartition]metric.ObserveOption{}}
 	var err error
 	ic := func(name, unit, desc string) metric.Int64Counter {
 		if err != nil {
@@ -92,8 +114,13 @@ func NewMetrics(opts ...Option) (*Metrics, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.lag, err = meter.Int64Gauge("riffle.consumer.records.lag", metric.WithUnit("{record}"),
-		metric.WithDescription("High watermark (last stable offset with read_committed) minus the consumer's position, per partition, at the last fetch (Java records-lag)."))
+	m.lag, err = meter.Int64ObservableGauge("riffle.consumer.records.lag", metric.WithUnit("{record}"),
+		metric.WithDescription("High watermark (last stable offset with read_committed) minus the consumer's position, per partition the consumer has (Java records-lag)."))
+	if err != nil {
+		return nil, err
+	}
+	m.stopped, err = meter.Int64ObservableGauge("riffle.consumer.partitions.stopped", metric.WithUnit("{partition}"),
+		metric.WithDescription("Partitions of the consumer stopped by an error, until resumed or removed."))
 	if err != nil {
 		return nil, err
 	}
@@ -102,7 +129,7 @@ func NewMetrics(opts ...Option) (*Metrics, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.reg, err = meter.RegisterCallback(m.observe, m.bufAvail)
+	m.reg, err = meter.RegisterCallback(m.observe, m.bufAvail, m.lag, m.stopped)
 	if err != nil {
 		return nil, err
 	}
@@ -115,6 +142,16 @@ func (m *Metrics) Close() error { return m.reg.Unregister() }
 func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
+	for _, e := range m.lags {
+		o.ObserveInt64(m.lag, e.lag.Load(), e.attrs)
+	}
+	stopped := map[groupPartition]int64{}
+	for gp := range m.stoppedParts {
+		stopped[m.stoppedKey(gp)]++
+	}
+	for k, n := range stopped {
+		o.ObserveInt64(m.stopped, n, m.stoppedAttrs[k])
+	}
 	if len(m.producers) == 0 {
 		return nil
 	}
@@ -166,9 +203,8 @@ func (m *Metrics) attrsFor(topic string, partition int32) *tpAttrs {
 		series = withPart
 	}
 	a = &tpAttrs{
-		ok:        metric.WithAttributeSet(attribute.NewSet(series...)),
-		failed:    metric.WithAttributeSet(attribute.NewSet(append(series[:len(series):len(series)], semconv.ErrorTypeOther)...)),
-		partition: metric.WithAttributeSet(attribute.NewSet(withPart...)),
+		ok:     metric.WithAttributeSet(attribute.NewSet(series...)),
+		failed: metric.WithAttributeSet(attribute.NewSet(append(series[:len(series):len(series)], semconv.ErrorTypeOther)...)),
 	}
 	m.mu.Lock()
 	if cur := m.attrs[key]; cur != nil {
@@ -216,10 +252,90 @@ func (m *Metrics) OnFetchBatch(e riffle.FetchBatchEvent) {
 		m.consumedBytes.Add(m.ctx, int64(e.Bytes), a.ok)
 	}
 	if e.Lag >= 0 {
-		m.lag.Record(m.ctx, e.Lag, a.partition)
+		gp := groupPartition{e.Group, riffle.TopicPartition{Topic: e.Topic, Partition: e.Partition}}
+		m.mu.RLock()
+		le := m.lags[gp]
+		if le != nil {
+			le.lag.Store(e.Lag) // observe reads it under mu.RLock
+		}
+		m.mu.RUnlock()
+		if le == nil {
+			m.mu.Lock()
+			if le = m.lags[gp]; le == nil {
+				le = &lagEntry{attrs: m.groupAttrsLocked(gp, true)}
+				m.lags[gp] = le
+			}
+			le.lag.Store(e.Lag)
+			m.mu.Unlock()
+		}
 	}
 	if e.Err != nil {
 		m.countError("fetch", e.Err)
+	}
+}
+
+// groupAttrsLocked returns the attributes of a group's partition (with
+// its partition id, or its topic's only unless withPartition or
+// PartitionAttributes); m.mu must be held for writing.
+func (m *Metrics) groupAttrsLocked(gp groupPartition, withPartition bool) metric.ObserveOption {
+	if !withPartition && !m.cfg.partitions {
+		gp.Partition = -1
+	}
+	if a, ok := m.groupPartAttr[gp]; ok {
+		return a
+	}
+	kv := []attribute.KeyValue{semconv.MessagingSystemKafka, semconv.MessagingDestinationName(gp.Topic)}
+	if gp.Partition >= 0 {
+		kv = append(kv, semconv.MessagingDestinationPartitionID(strconv.Itoa(int(gp.Partition))))
+	}
+	if m.cfg.clientID != "" {
+		kv = append(kv, semconv.MessagingClientID(m.cfg.clientID))
+	}
+	if gp.group != "" {
+		kv = append(kv, semconv.MessagingConsumerGroupName(gp.group))
+	}
+	a := metric.WithAttributeSet(attribute.NewSet(kv...))
+	m.groupPartAttr[gp] = a
+	return a
+}
+
+// stoppedKey is the series of riffle.consumer.partitions.stopped a
+// partition counts in: its topic's, or its own with PartitionAttributes.
+func (m *Metrics) stoppedKey(gp groupPartition) groupPartition {
+	if !m.cfg.partitions {
+		gp.Partition = -1
+	}
+	return gp
+}
+
+// OnPartition implements riffle.PartitionHook: a stopped partition counts
+// in riffle.consumer.partitions.stopped and riffle.errors (source handler
+// or partition_stopped); a removed one leaves the lag and stopped gauges.
+func (m *Metrics) OnPartition(e riffle.PartitionEvent) {
+	gp := groupPartition{e.Group, riffle.TopicPartition{Topic: e.Topic, Partition: e.Partition}}
+	switch e.Kind {
+	case riffle.PartitionStopped:
+		source := "partition_stopped"
+		if e.Handler {
+			source = "handler"
+		}
+		m.countError(source, e.Err)
+		m.mu.Lock()
+		m.stoppedParts[gp] = struct{}{}
+		k := m.stoppedKey(gp)
+		if _, ok := m.stoppedAttrs[k]; !ok {
+			m.stoppedAttrs[k] = m.groupAttrsLocked(gp, false)
+		}
+		m.mu.Unlock()
+	case riffle.PartitionResumed:
+		m.mu.Lock()
+		delete(m.stoppedParts, gp)
+		m.mu.Unlock()
+	case riffle.PartitionRemoved:
+		m.mu.Lock()
+		delete(m.lags, gp)
+		delete(m.stoppedParts, gp)
+		m.mu.Unlock()
 	}
 }
 

@@ -43,7 +43,10 @@
 //   - riffle.producer.record.latency (s): histogram: a batch's first record buffered → outcome
 //   - riffle.producer.buffer.available (By): MaxBufferedBytes - buffered, of watched producers (buffer-available-bytes)
 //   - riffle.consumer.bytes_consumed_total (By): (bytes-consumed-total)
-//   - riffle.consumer.records.lag ({record}): gauge per partition (records-lag)
+//   - riffle.consumer.records.lag ({record}): observable gauge per partition the consumer has, with
+//     messaging.consumer.group.name for a group's consumer (records-lag); see below
+//   - riffle.consumer.partitions.stopped ({partition}): observable gauge: partitions stopped by an error
+//     (a handler's, a corrupt batch...) until resumed or removed, per group and topic
 //   - riffle.consumer.fetch.size (By): histogram of fetch responses (fetch-size-avg)
 //   - riffle.consumer.rebalance.total ({rebalance}), riffle.consumer.rebalance.latency (s): rebalance-total, rebalance-latency-avg
 //   - riffle.consumer.commit.total ({commit}), riffle.consumer.commit.latency (s): commit-total, commit-latency-avg
@@ -51,7 +54,16 @@
 //   - riffle.consumer.transactional_commit.total ({commit}): transactions that committed offsets of the group
 //     (SendOffsetsToTransaction, ExactlyOnce), counted when they commit
 //   - riffle.request.total ({request}), riffle.request.latency (s): by riffle.api (request-total, request-latency-avg)
-//   - riffle.errors ({error}): by riffle.error.source and error.type (riffle.ErrorClass)
+//   - riffle.errors ({error}): by riffle.error.source and error.type (riffle.ErrorClass); sources:
+//     produce, fetch, rebalance, commit, request, connect, handler (a handler's error, or panic, which
+//     stopped its partition), partition_stopped (a partition stopped by any other error)
+//
+// The lag follows every fetch response, those without records and those
+// an incremental fetch session leaves out too, so it drops to 0 once the
+// consumer caught up; a partition that is not fetched (stopped by an
+// error, paused) has its end refreshed about once a second, so its lag
+// grows with what is produced. A partition's point goes when the consumer
+// loses the partition (revoked, unassigned, closed).
 //
 // # Client telemetry (KIP-714)
 //

@@ -2,8 +2,11 @@ package otel_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/riffle-go/riffle"
 	rotel "github.com/riffle-go/riffle/plugin/otel"
@@ -255,6 +258,19 @@ func TestMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-done
+	// Caught up: a lag of 0 for each partition, of the group.
+	waitFor(t, 15*time.Second, func() bool {
+		pts := gaugePoints(t, reader, "riffle.consumer.records.lag")
+		if len(pts) != 3 {
+			return false
+		}
+		for k, v := range pts {
+			if v != 0 || !strings.Contains(k, "messaging.consumer.group.name=g") {
+				return false
+			}
+		}
+		return true
+	}, func() string { return fmt.Sprint(gaugePoints(t, reader, "riffle.consumer.records.lag")) })
 	if _, err := cs.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -269,8 +285,166 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("%s: %d", name, got[name])
 		}
 	}
-	if got["riffle.consumer.records.lag"] != 3 {
-		t.Errorf("records.lag: %d partitions, want 3", got["riffle.consumer.records.lag"])
+	if got["riffle.consumer.records.lag"] != 0 {
+		t.Errorf("records.lag after Close: %d partitions, want none", got["riffle.consumer.records.lag"])
+	}
+}
+
+// gaugePoints returns the points of the int64 gauge name: attributes
+// (key=value, comma-separated) → value.
+func gaugePoints(t *testing.T, reader *sdkmetric.ManualReader, name string) map[string]int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, md := range sm.Metrics {
+			if g, ok := md.Data.(metricdata.Gauge[int64]); ok && md.Name == name {
+				for _, dp := range g.DataPoints {
+					var kv []string
+					for _, a := range dp.Attributes.ToSlice() {
+						kv = append(kv, string(a.Key)+"="+a.Value.String())
+					}
+					out[strings.Join(kv, ",")] = dp.Value
+				}
+			}
+		}
+	}
+	return out
+}
+
+// waitFor polls cond until it holds, failing the test with what describe
+// says after the deadline (which only catches hangs).
+func waitFor(t *testing.T, d time.Duration, cond func() bool, describe func() string) {
+	t.Helper()
+	end := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(end) {
+			t.Fatalf("timed out waiting: %s", describe())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// The lag gauge has a point per partition with the group, dropped with
+// the partition's PartitionRemoved; stopped partitions are counted per
+// group and topic until resumed, and in riffle.errors by source.
+func TestLagAndStoppedFromEvents(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer mp.Shutdown(context.Background())
+	m, err := rotel.NewMetrics(rotel.WithMeterProvider(mp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	m.OnFetchBatch(riffle.FetchBatchEvent{Group: "g", Topic: "t", Partition: 0, HighWatermark: 10, Lag: 7})
+	m.OnFetchBatch(riffle.FetchBatchEvent{Group: "g", Topic: "t", Partition: 1, HighWatermark: 10, Lag: 5})
+	m.OnFetchBatch(riffle.FetchBatchEvent{Group: "g", Topic: "t", Partition: 1, HighWatermark: 12, Lag: 6})
+	m.OnFetchBatch(riffle.FetchBatchEvent{Topic: "t", Partition: 0, HighWatermark: 10, Lag: 1})
+	want := map[string]int64{
+		"messaging.consumer.group.name=g,messaging.destination.name=t,messaging.destination.partition.id=0,messaging.system=kafka": 7,
+		"messaging.consumer.group.name=g,messaging.destination.name=t,messaging.destination.partition.id=1,messaging.system=kafka": 6,
+		"messaging.destination.name=t,messaging.destination.partition.id=0,messaging.system=kafka":                                 1,
+	}
+	if got := gaugePoints(t, reader, "riffle.consumer.records.lag"); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("records.lag %v, want %v", got, want)
+	}
+	m.OnPartition(riffle.PartitionEvent{Group: "g", Topic: "t", Partition: 1, Kind: riffle.PartitionStopped,
+		Err: &riffle.PartitionError{Topic: "t", Partition: 1, Err: errors.New("boom")}, Handler: true})
+	m.OnPartition(riffle.PartitionEvent{Group: "g", Topic: "t", Partition: 0, Kind: riffle.PartitionStopped,
+		Err: &riffle.PartitionError{Topic: "t", Err: riffle.ErrCorruptBatch}})
+	if got := gaugePoints(t, reader, "riffle.consumer.partitions.stopped"); len(got) != 1 ||
+		got["messaging.consumer.group.name=g,messaging.destination.name=t,messaging.system=kafka"] != 2 {
+		t.Errorf("partitions.stopped %v, want 2 for group g, topic t", got)
+	}
+	m.OnPartition(riffle.PartitionEvent{Group: "g", Topic: "t", Partition: 0, Kind: riffle.PartitionResumed})
+	m.OnPartition(riffle.PartitionEvent{Group: "g", Topic: "t", Partition: 0, Kind: riffle.PartitionRemoved})
+	m.OnPartition(riffle.PartitionEvent{Group: "g", Topic: "t", Partition: 1, Kind: riffle.PartitionRemoved})
+	if got := gaugePoints(t, reader, "riffle.consumer.records.lag"); len(got) != 1 {
+		t.Errorf("records.lag after the group's partitions were removed: %v, want the groupless one only", got)
+	}
+	if got := gaugePoints(t, reader, "riffle.consumer.partitions.stopped"); len(got) != 0 {
+		t.Errorf("partitions.stopped after removal: %v", got)
+	}
+	errs := map[string]int64{}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, md := range sm.Metrics {
+			if s, ok := md.Data.(metricdata.Sum[int64]); ok && md.Name == "riffle.errors" {
+				for _, dp := range s.DataPoints {
+					src, _ := dp.Attributes.Value("riffle.error.source")
+					class, _ := dp.Attributes.Value("error.type")
+					errs[src.AsString()+"/"+class.AsString()] += dp.Value
+				}
+			}
+		}
+	}
+	if errs["handler/other"] != 1 || errs["partition_stopped/corrupt_batch"] != 1 {
+		t.Errorf("riffle.errors %v, want handler/other 1 and partition_stopped/corrupt_batch 1", errs)
+	}
+}
+
+// Against a cluster: a partition stopped by a handler error is counted,
+// its lag grows with what is produced to it, and Close removes the
+// consumer's points.
+func TestLagStoppedPartition(t *testing.T) {
+	const n, more, failAt = 20, 15, 4
+	c := rifftest.New(t, rifftest.Topic("lag", 1))
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer mp.Shutdown(context.Background())
+	m, err := rotel.NewMetrics(rotel.WithMeterProvider(mp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	cl := newClient(t, c, riffle.WithHooks(m))
+	ctx := context.Background()
+	p, err := riffle.NewProducer(cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(ctx)
+	produce := func(k int) {
+		t.Helper()
+		for range k {
+			if err := p.ProduceSync(ctx, &riffle.Record{Topic: "lag", Value: []byte("v")}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	produce(n)
+	cs, err := riffle.NewConsumer(cl, riffle.ConsumerGroup("lg"), riffle.SubscribeTopics("lag"), riffle.OffsetReset(riffle.ResetEarliest),
+		riffle.HandleRecord(func(_ context.Context, r *riffle.Record) error {
+			if r.Offset == failAt {
+				return errors.New("boom")
+			}
+			return nil
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close(ctx)
+	const key = "messaging.consumer.group.name=lg,messaging.destination.name=lag,messaging.destination.partition.id=0,messaging.system=kafka"
+	describe := func() string {
+		return fmt.Sprint(gaugePoints(t, reader, "riffle.consumer.records.lag"), gaugePoints(t, reader, "riffle.consumer.partitions.stopped"))
+	}
+	waitFor(t, 15*time.Second, func() bool {
+		return len(gaugePoints(t, reader, "riffle.consumer.partitions.stopped")) == 1 && gaugePoints(t, reader, "riffle.consumer.records.lag")[key] == n-failAt
+	}, describe)
+	produce(more)
+	waitFor(t, 15*time.Second, func() bool { return gaugePoints(t, reader, "riffle.consumer.records.lag")[key] == n+more-failAt }, describe)
+	if _, err := cs.Close(ctx); err == nil {
+		t.Error("Close: no error for the stopped partition")
+	}
+	if got := describe(); got != "map[] map[]" {
+		t.Errorf("after Close: %s, want no points", got)
 	}
 }
 

@@ -47,8 +47,8 @@ import (
 //   - riffle.consumer.commit.total → org.apache.kafka.consumer.coordinator.commit.total
 //   - riffle.consumer.commit.latency → org.apache.kafka.consumer.coordinator.commit.latency
 //   - riffle.producer.record.latency, riffle.consumer.transactional_commit.total,
-//     riffle.request.total, riffle.request.latency and riffle.errors keep
-//     their names
+//     riffle.consumer.partitions.stopped, riffle.request.total,
+//     riffle.request.latency and riffle.errors keep their names
 //
 // Where Java has -avg and -max gauges (batch size, fetch size, latencies)
 // the push carries the histogram under the base name; latencies stay in

@@ -37,11 +37,14 @@
 //   - riffle_producer_buffer_available_bytes: MaxBufferedBytes - buffered (buffer-available-bytes)
 //   - riffle_producer_buffered_records: records waiting for their outcome
 //
-// Consumer (FetchBatchHook, RebalanceHook, CommitHook):
+// Consumer (FetchBatchHook, PartitionHook, RebalanceHook, CommitHook):
 //
 //   - riffle_consumer_records_consumed_total{topic}: records fetched for the handler (records-consumed-total)
 //   - riffle_consumer_bytes_consumed_total{topic}: their bytes as fetched (bytes-consumed-total)
-//   - riffle_consumer_records_lag{topic}: high watermark - position, summed over the topic's partitions (records-lag)
+//   - riffle_consumer_records_lag{group,topic}: high watermark (last stable offset with read_committed)
+//     minus the position, summed over the topic's partitions the consumer has (records-lag); see Lag
+//   - riffle_consumer_partitions_stopped{group,topic}: partitions stopped by an error (a handler's, a
+//     corrupt batch, an offset out of range with ResetNone...) until Resume or their removal
 //   - riffle_consumer_fetch_size_bytes: histogram of fetch response sizes (fetch-size-avg, -max)
 //   - riffle_consumer_rebalance_total{group,protocol}: completed rebalances (rebalance-total)
 //   - riffle_consumer_failed_rebalance_total{group}: failed joins (failed-rebalance-total)
@@ -63,12 +66,25 @@
 //
 // Errors, all sources:
 //
-//   - riffle_errors_total{source,class}: source: produce, fetch, rebalance, commit, request; class: riffle.ErrorClass
+//   - riffle_errors_total{source,class}: source: produce, fetch, rebalance, commit, request, handler (a
+//     handler's error, or panic, which stopped its partition), partition_stopped (a partition stopped by
+//     any other error); class: riffle.ErrorClass
 //
 // Every metric carries client_id when ClientID is set. The topic-level
 // metrics carry a partition label too with PartitionLabels (off by
 // default: a topic of a thousand partitions would make a thousand series
 // of each).
+//
+// # Lag
+//
+// The lag follows every fetch response, those without records and those
+// an incremental fetch session leaves out too, so it drops to 0 once the
+// consumer caught up; a partition that is not fetched (stopped by an
+// error, paused) has its end refreshed about once a second, so its lag
+// grows with what is produced. A partition's series goes when the
+// consumer loses the partition (revoked, unassigned, closed): no
+// ForgetPartitions needed. group is the consumer's group, "" (no label)
+// without one.
 package prometheus
 
 import (
@@ -113,8 +129,9 @@ func LatencyBuckets(b ...float64) Option { return func(c *config) { c.latency = 
 func SizeBuckets(b ...float64) Option { return func(c *config) { c.sizes = b } }
 
 // Metrics turns Riffle hooks into Prometheus metrics. It implements
-// riffle.ProduceBatchHook, riffle.FetchBatchHook, riffle.RebalanceHook,
-// riffle.CommitHook and the Broker* hooks, and prometheus.Collector. Pass
+// riffle.ProduceBatchHook, riffle.FetchBatchHook, riffle.PartitionHook,
+// riffle.RebalanceHook, riffle.CommitHook and the Broker* hooks, and
+// prometheus.Collector. Pass
 // it to riffle.WithHooks of one client (or of several clients that share
 // one client id) and register it once. Its methods are safe for
 // concurrent use.
@@ -136,14 +153,23 @@ type Metrics struct {
 	throttle                                  prom.Histogram
 	errors                                    *prom.CounterVec
 
-	lagDesc, bufTotalDesc, bufAvailDesc, bufRecsDesc *prom.Desc
+	lagDesc, stoppedDesc                    *prom.Desc
+	bufTotalDesc, bufAvailDesc, bufRecsDesc *prom.Desc
 
 	seriesMu sync.RWMutex
 	series   map[riffle.TopicPartition]*series
 
 	mu        sync.Mutex
-	lag       map[riffle.TopicPartition]int64
+	lag       map[groupPartition]int64
+	stopped   map[groupPartition]struct{}
 	producers map[*riffle.Producer]struct{}
+}
+
+// groupPartition is a partition of a consumer group ("" for a consumer
+// without one).
+type groupPartition struct {
+	group string
+	riffle.TopicPartition
 }
 
 // New returns metrics configured by opts, ready to register and install.
@@ -156,7 +182,8 @@ func New(opts ...Option) *Metrics {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	m := &Metrics{cfg: cfg, lag: map[riffle.TopicPartition]int64{}, series: map[riffle.TopicPartition]*series{}, producers: map[*riffle.Producer]struct{}{}}
+	m := &Metrics{cfg: cfg, lag: map[groupPartition]int64{}, stopped: map[groupPartition]struct{}{},
+		series: map[riffle.TopicPartition]*series{}, producers: map[*riffle.Producer]struct{}{}}
 	var constLabels prom.Labels
 	if cfg.clientID != "" {
 		constLabels = prom.Labels{"client_id": cfg.clientID}
@@ -201,9 +228,12 @@ func New(opts ...Option) *Metrics {
 	m.connClosed = one("connection_close_total", "Connections closed (Java connection-close-total).")
 	m.throttle = prom.NewHistogram(prom.HistogramOpts{Namespace: ns, Name: "throttle_time_seconds",
 		Help: "Throttles brokers imposed (Java produce-throttle-time, fetch-throttle-time).", Buckets: cfg.latency, ConstLabels: constLabels})
-	m.errors = counter("", "errors_total", "Errors by source (produce, fetch, rebalance, commit, request) and class (riffle.ErrorClass).", "source", "class")
+	m.errors = counter("", "errors_total", "Errors by source (produce, fetch, rebalance, commit, request, handler, partition_stopped) and class (riffle.ErrorClass).", "source", "class")
+	gl := append([]string{"group"}, tl...)
 	m.lagDesc = prom.NewDesc(prom.BuildFQName(ns, "consumer", "records_lag"),
-		"High watermark (last stable offset with read_committed) minus the consumer's position, as of the last fetch (Java records-lag).", tl, constLabels)
+		"High watermark (last stable offset with read_committed) minus the consumer's position, of the partitions the consumer has (Java records-lag).", gl, constLabels)
+	m.stoppedDesc = prom.NewDesc(prom.BuildFQName(ns, "consumer", "partitions_stopped"),
+		"Partitions of the consumer stopped by an error, until resumed or removed.", gl, constLabels)
 	m.bufTotalDesc = prom.NewDesc(prom.BuildFQName(ns, "producer", "buffer_total_bytes"), "The producers' MaxBufferedBytes (Java buffer-total-bytes).", nil, constLabels)
 	m.bufAvailDesc = prom.NewDesc(prom.BuildFQName(ns, "producer", "buffer_available_bytes"), "Buffer room not used by records waiting for their outcome (Java buffer-available-bytes).", nil, constLabels)
 	m.bufRecsDesc = prom.NewDesc(prom.BuildFQName(ns, "producer", "buffered_records"), "Records waiting for their outcome.", nil, constLabels)
@@ -225,6 +255,7 @@ func (m *Metrics) Describe(ch chan<- *prom.Desc) {
 		c.Describe(ch)
 	}
 	ch <- m.lagDesc
+	ch <- m.stoppedDesc
 	ch <- m.bufTotalDesc
 	ch <- m.bufAvailDesc
 	ch <- m.bufRecsDesc
@@ -236,14 +267,14 @@ func (m *Metrics) Collect(ch chan<- prom.Metric) {
 		c.Collect(ch)
 	}
 	m.mu.Lock()
-	lag := map[string]int64{}
-	var tpLag []riffle.TopicPartition
-	for tp, l := range m.lag {
-		if m.cfg.partitions {
-			tpLag = append(tpLag, tp)
-		} else {
-			lag[tp.Topic] += l
-		}
+	// Summed per group and topic, or per partition (PartitionLabels).
+	lag := map[groupPartition]int64{}
+	for gp, l := range m.lag {
+		lag[m.seriesKey(gp)] += l
+	}
+	stopped := map[groupPartition]int{}
+	for gp := range m.stopped {
+		stopped[m.seriesKey(gp)]++
 	}
 	var total, used, recs int64
 	for p := range m.producers {
@@ -253,12 +284,12 @@ func (m *Metrics) Collect(ch chan<- prom.Metric) {
 		recs += st.BufferedRecords
 	}
 	watching := len(m.producers) > 0
-	for _, tp := range tpLag {
-		ch <- prom.MustNewConstMetric(m.lagDesc, prom.GaugeValue, float64(m.lag[tp]), tp.Topic, strconv.Itoa(int(tp.Partition)))
-	}
 	m.mu.Unlock()
-	for t, l := range lag {
-		ch <- prom.MustNewConstMetric(m.lagDesc, prom.GaugeValue, float64(l), t)
+	for gp, l := range lag {
+		ch <- prom.MustNewConstMetric(m.lagDesc, prom.GaugeValue, float64(l), m.labels(gp)...)
+	}
+	for gp, n := range stopped {
+		ch <- prom.MustNewConstMetric(m.stoppedDesc, prom.GaugeValue, float64(n), m.labels(gp)...)
 	}
 	if watching {
 		ch <- prom.MustNewConstMetric(m.bufTotalDesc, prom.GaugeValue, float64(total))
@@ -281,13 +312,40 @@ func (m *Metrics) WatchProducer(p *riffle.Producer) (unwatch func()) {
 	}
 }
 
-// ForgetPartitions drops the lag of partitions the client no longer
-// consumes (e.g. from a riffle.OnPartitionsRevoked callback), so the
-// gauge does not report them any more.
+// seriesKey is the series a partition's lag counts in: its own with
+// PartitionLabels, its topic's otherwise.
+func (m *Metrics) seriesKey(gp groupPartition) groupPartition {
+	if !m.cfg.partitions {
+		gp.Partition = -1
+	}
+	return gp
+}
+
+// labels are the label values of a series of the lag and stopped gauges.
+func (m *Metrics) labels(gp groupPartition) []string {
+	if m.cfg.partitions {
+		return []string{gp.group, gp.Topic, strconv.Itoa(int(gp.Partition))}
+	}
+	return []string{gp.group, gp.Topic}
+}
+
+// ForgetPartitions drops the lag and stopped state of partitions, of
+// every group. A consumer's partitions go by themselves when it loses
+// them (its PartitionRemoved events); this is for a client that stopped
+// without telling (e.g. killed in a test).
 func (m *Metrics) ForgetPartitions(tps ...riffle.TopicPartition) {
 	m.mu.Lock()
 	for _, tp := range tps {
-		delete(m.lag, tp)
+		for gp := range m.lag {
+			if gp.TopicPartition == tp {
+				delete(m.lag, gp)
+			}
+		}
+		for gp := range m.stopped {
+			if gp.TopicPartition == tp {
+				delete(m.stopped, gp)
+			}
+		}
 	}
 	m.mu.Unlock()
 }
@@ -368,7 +426,34 @@ func (m *Metrics) OnFetchBatch(e riffle.FetchBatchEvent) {
 	}
 	if e.Lag >= 0 {
 		m.mu.Lock()
-		m.lag[riffle.TopicPartition{Topic: e.Topic, Partition: e.Partition}] = e.Lag
+		m.lag[groupPartition{e.Group, riffle.TopicPartition{Topic: e.Topic, Partition: e.Partition}}] = e.Lag
+		m.mu.Unlock()
+	}
+}
+
+// OnPartition implements riffle.PartitionHook: a stopped partition counts
+// in partitions_stopped and errors_total (source handler or
+// partition_stopped); a removed one leaves the lag and stopped gauges.
+func (m *Metrics) OnPartition(e riffle.PartitionEvent) {
+	gp := groupPartition{e.Group, riffle.TopicPartition{Topic: e.Topic, Partition: e.Partition}}
+	switch e.Kind {
+	case riffle.PartitionStopped:
+		source := "partition_stopped"
+		if e.Handler {
+			source = "handler"
+		}
+		m.errors.WithLabelValues(source, riffle.ErrorClass(e.Err)).Inc()
+		m.mu.Lock()
+		m.stopped[gp] = struct{}{}
+		m.mu.Unlock()
+	case riffle.PartitionResumed:
+		m.mu.Lock()
+		delete(m.stopped, gp)
+		m.mu.Unlock()
+	case riffle.PartitionRemoved:
+		m.mu.Lock()
+		delete(m.lag, gp)
+		delete(m.stopped, gp)
 		m.mu.Unlock()
 	}
 }

@@ -2,10 +2,12 @@ package prometheus_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	prom "github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -276,6 +278,171 @@ func TestTransactionalCommits(t *testing.T) {
 	}
 	if got := sum(t, reg, "riffle_consumer_commit_total", nil) + sum(t, reg, "riffle_consumer_commit_latency_seconds", nil); got != 0 {
 		t.Errorf("transactions counted as OffsetCommits: commit_total + commit_latency_seconds count = %v", got)
+	}
+}
+
+// series returns the samples of the family name: label values (name=value,
+// sorted as gathered) → value.
+func series(t *testing.T, reg *prom.Registry, name string) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			var ls []string
+			for _, lp := range m.GetLabel() {
+				ls = append(ls, lp.GetName()+"="+lp.GetValue())
+			}
+			out[strings.Join(ls, ",")] = value(m)
+		}
+	}
+	return out
+}
+
+// waitFor polls cond until it holds, failing the test with what describe
+// says after the deadline (which only catches hangs).
+func waitFor(t *testing.T, d time.Duration, cond func() bool, describe func() string) {
+	t.Helper()
+	end := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(end) {
+			t.Fatalf("timed out waiting: %s", describe())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// The lag gauge carries the group, and a partition's series goes with its
+// PartitionRemoved; a stopped partition counts in partitions_stopped until
+// resumed, and in errors_total by source.
+func TestLagAndStoppedFromEvents(t *testing.T) {
+	for _, perPartition := range []bool{false, true} {
+		t.Run(fmt.Sprintf("partitions=%v", perPartition), func(t *testing.T) {
+			var opts []rprom.Option
+			if perPartition {
+				opts = append(opts, rprom.PartitionLabels())
+			}
+			m := rprom.New(opts...)
+			reg := prom.NewRegistry()
+			reg.MustRegister(m)
+			m.OnPartition(riffle.PartitionEvent{Group: "g", Topic: "t", Partition: 0, Kind: riffle.PartitionAssigned})
+			m.OnFetchBatch(riffle.FetchBatchEvent{Group: "g", Topic: "t", Partition: 0, HighWatermark: 10, Lag: 7})
+			m.OnFetchBatch(riffle.FetchBatchEvent{Group: "g", Topic: "t", Partition: 1, HighWatermark: 10, Lag: 5})
+			m.OnFetchBatch(riffle.FetchBatchEvent{Topic: "t", Partition: 0, HighWatermark: 10, Lag: 1}) // no group
+			if got := sum(t, reg, "riffle_consumer_records_lag", map[string]string{"group": "g", "topic": "t"}); got != 12 {
+				t.Errorf("records_lag{group=g} = %v, want 12: %v", got, series(t, reg, "riffle_consumer_records_lag"))
+			}
+			if got := sum(t, reg, "riffle_consumer_records_lag", map[string]string{"group": "", "topic": "t"}); got != 1 {
+				t.Errorf("records_lag{group=\"\"} = %v, want 1", got)
+			}
+			pe := &riffle.PartitionError{Topic: "t", Partition: 1, Offset: 3, Err: errors.New("boom")}
+			m.OnPartition(riffle.PartitionEvent{Group: "g", Topic: "t", Partition: 1, Kind: riffle.PartitionStopped, Err: pe, Handler: true})
+			m.OnPartition(riffle.PartitionEvent{Group: "g", Topic: "t", Partition: 0, Kind: riffle.PartitionStopped,
+				Err: &riffle.PartitionError{Topic: "t", Err: riffle.ErrCorruptBatch}})
+			if got := sum(t, reg, "riffle_consumer_partitions_stopped", map[string]string{"group": "g", "topic": "t"}); got != 2 {
+				t.Errorf("partitions_stopped = %v, want 2", got)
+			}
+			if got := sum(t, reg, "riffle_errors_total", map[string]string{"source": "handler", "class": "other"}); got != 1 {
+				t.Errorf("errors_total{source=handler} = %v, want 1", got)
+			}
+			if got := sum(t, reg, "riffle_errors_total", map[string]string{"source": "partition_stopped", "class": "corrupt_batch"}); got != 1 {
+				t.Errorf("errors_total{source=partition_stopped} = %v, want 1", got)
+			}
+			m.OnPartition(riffle.PartitionEvent{Group: "g", Topic: "t", Partition: 0, Kind: riffle.PartitionResumed})
+			if got := sum(t, reg, "riffle_consumer_partitions_stopped", nil); got != 1 {
+				t.Errorf("partitions_stopped after a resume = %v, want 1", got)
+			}
+			m.OnPartition(riffle.PartitionEvent{Group: "g", Topic: "t", Partition: 0, Kind: riffle.PartitionRemoved})
+			m.OnPartition(riffle.PartitionEvent{Group: "g", Topic: "t", Partition: 1, Kind: riffle.PartitionRemoved})
+			if got := series(t, reg, "riffle_consumer_records_lag"); len(got) != 1 || sum(t, reg, "riffle_consumer_records_lag", nil) != 1 {
+				t.Errorf("records_lag after the group's partitions were removed: %v, want only the groupless one", got)
+			}
+			if got := series(t, reg, "riffle_consumer_partitions_stopped"); len(got) != 0 {
+				t.Errorf("partitions_stopped after removal: %v", got)
+			}
+			if probs, err := testutil.CollectAndLint(m); err != nil || len(probs) > 0 {
+				t.Fatalf("lint: %v %+v", err, probs)
+			}
+		})
+	}
+}
+
+// Against a cluster: the lag of a group consumer that caught up is 0; a
+// partition stopped by a handler error is counted, and its lag grows with
+// what is produced to it; Close removes the consumer's series. (The lag
+// stayed at the first backlog a fetch found, and after Close.)
+func TestLagFollowsConsumer(t *testing.T) {
+	const n, more = 40, 25
+	c := rifftest.New(t, rifftest.Topic("lag", 3))
+	m := rprom.New(rprom.PartitionLabels())
+	reg := prom.NewRegistry()
+	reg.MustRegister(m)
+	cl, err := riffle.NewClient(riffle.SeedBrokers(c.Addrs()...), riffle.WithHooks(m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	p, err := riffle.NewProducer(cl, riffle.WithPartitioner(riffle.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(ctx)
+	produce := func(part int32, k int) {
+		t.Helper()
+		for range k {
+			if err := p.ProduceSync(ctx, &riffle.Record{Topic: "lag", Partition: part, Value: []byte("v")}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for part := range int32(3) {
+		produce(part, n)
+	}
+	var failing atomic.Bool
+	failing.Store(true)
+	const failAt = 5 // of partition 2
+	cs, err := riffle.NewConsumer(cl, riffle.ConsumerGroup("lg"), riffle.SubscribeTopics("lag"), riffle.OffsetReset(riffle.ResetEarliest),
+		riffle.HandleRecord(func(_ context.Context, r *riffle.Record) error {
+			if r.Partition == 2 && r.Offset == failAt && failing.Load() {
+				return errors.New("boom")
+			}
+			return nil
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close(ctx)
+	lagOf := func(part int32) float64 {
+		return sum(t, reg, "riffle_consumer_records_lag", map[string]string{"group": "lg", "topic": "lag", "partition": fmt.Sprint(part)})
+	}
+	describe := func() string {
+		return fmt.Sprintf("lag %v stopped %v errors %v", series(t, reg, "riffle_consumer_records_lag"),
+			series(t, reg, "riffle_consumer_partitions_stopped"), series(t, reg, "riffle_errors_total"))
+	}
+	waitFor(t, 15*time.Second, func() bool {
+		return len(series(t, reg, "riffle_consumer_records_lag")) == 3 && lagOf(0) == 0 && lagOf(1) == 0 &&
+			sum(t, reg, "riffle_consumer_partitions_stopped", map[string]string{"group": "lg", "partition": "2"}) == 1
+	}, describe)
+	if got := sum(t, reg, "riffle_errors_total", map[string]string{"source": "handler"}); got != 1 {
+		t.Errorf("errors_total{source=handler} = %v, want 1", got)
+	}
+	produce(2, more)
+	waitFor(t, 15*time.Second, func() bool { return lagOf(2) == n+more-failAt }, describe)
+	if _, err := cs.Close(ctx); err == nil {
+		t.Error("Close: no error for the stopped partition")
+	}
+	if got := series(t, reg, "riffle_consumer_records_lag"); len(got) != 0 {
+		t.Errorf("records_lag after Close: %v", got)
+	}
+	if got := series(t, reg, "riffle_consumer_partitions_stopped"); len(got) != 0 {
+		t.Errorf("partitions_stopped after Close: %v", got)
 	}
 }
 
