@@ -23,7 +23,7 @@ import (
 // env is the cluster the suite runs against, set by TestMain.
 var env struct {
 	addrs   []string
-	nodes   int // brokers in the cluster
+	nodes   int                // brokers in the cluster
 	cluster *kafkatest.Cluster // nil with RIFFLE_KAFKA_BROKERS
 	require bool
 }

@@ -5,6 +5,8 @@
 //
 // It prints the bootstrap addresses on stdout, as riffle serve does for the
 // embedded cluster, and the export lines for the CLI and the suite.
+// With -libs it only resolves the jars (as CI does before the suite) and
+// prints where they are.
 package main
 
 import (
@@ -35,9 +37,19 @@ func (m kvs) Set(s string) error {
 func main() {
 	nodes := flag.Int("nodes", 1, "combined broker+controller nodes: 1 or 3")
 	keep := flag.Bool("keep", false, "keep the cluster's directory (configs, data, logs) after Ctrl-C")
+	libs := flag.Bool("libs", false, "only resolve the Kafka jars (mvn, into the cache) and print their directory")
 	configs := kvs{}
 	flag.Var(configs, "config", "a broker `key=value` for every node's server.properties (repeatable)")
 	flag.Parse()
+	if *libs {
+		dir, err := kafkatest.Libs(context.Background())
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		fmt.Println(dir)
+		return
+	}
 	if err := run(*nodes, *keep, configs); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
