@@ -90,15 +90,6 @@ func need(t *testing.T) {
 	t.Parallel()
 }
 
-// need3 is need for tests that want three brokers.
-func need3(t *testing.T) {
-	t.Helper()
-	need(t)
-	if env.nodes < 3 {
-		t.Skipf("needs 3 brokers, the cluster has %d", env.nodes)
-	}
-}
-
 // rf is the replication factor of the suite's topics.
 func rf() int16 { return int16(min(env.nodes, 3)) }
 
@@ -268,18 +259,6 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() error) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: not done after %v: %v", what, d, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// within is eventually that returns cond's last error instead of failing.
-func within(d time.Duration, cond func() error) error {
-	deadline := time.Now().Add(d)
-	for {
-		err := cond()
-		if err == nil || time.Now().After(deadline) {
-			return err
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
