@@ -47,6 +47,13 @@ type Config struct {
 	// Logf, when set, gets a line per step (formatting, starting,
 	// ready, stopping).
 	Logf func(format string, args ...any)
+	// SASL adds a SASL_SSL listener on every node (PLAIN, SCRAM-SHA-256
+	// and SCRAM-SHA-512 for SuperUser and User; a certificate for
+	// 127.0.0.1 and localhost signed by a CA made at Start, see
+	// Cluster.TLSConfig) and turns on StandardAuthorizer, with SuperUser
+	// and ANONYMOUS (every PLAINTEXT client, and the nodes among
+	// themselves) as super users.
+	SASL bool
 	// KeepDir keeps the cluster's directory (configs, data, broker logs)
 	// after Close, and says where it is through Logf.
 	KeepDir bool
@@ -61,6 +68,7 @@ type Cluster struct {
 	libs      string
 	clusterID string
 	nodes     []*Node
+	ca        *authority // with Config.SASL
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -75,6 +83,8 @@ type Node struct {
 	Addr string
 	// ControllerAddr is the CONTROLLER listener.
 	ControllerAddr string
+	// SASLAddr is the SASL_SSL listener, "" without Config.SASL.
+	SASLAddr string
 
 	dir, conf, log string
 	c              *Cluster
@@ -169,7 +179,17 @@ func start(ctx context.Context, cfg Config, libs string) (_ *Cluster, err error)
 	if err := os.WriteFile(c.log4j(), log4j, 0o644); err != nil {
 		return nil, fmt.Errorf("kafkatest: %w", err)
 	}
-	ports, err := freePorts(2 * cfg.Nodes)
+	perNode := 2
+	if cfg.SASL {
+		perNode = 3
+		if c.ca, err = newAuthority(); err != nil {
+			return nil, fmt.Errorf("kafkatest: making the TLS certificates: %w", err)
+		}
+		if err := os.WriteFile(c.keyStore(), c.ca.storePEM, 0o600); err != nil {
+			return nil, fmt.Errorf("kafkatest: %w", err)
+		}
+	}
+	ports, err := freePorts(perNode * cfg.Nodes)
 	if err != nil {
 		return nil, err
 	}
@@ -179,16 +199,20 @@ func start(ctx context.Context, cfg Config, libs string) (_ *Cluster, err error)
 		if err := os.MkdirAll(filepath.Join(nd, "data"), 0o755); err != nil {
 			return nil, fmt.Errorf("kafkatest: %w", err)
 		}
-		c.nodes = append(c.nodes, &Node{
+		n := &Node{
 			ID:             id,
 			Rack:           fmt.Sprintf("r%d", id),
-			Addr:           net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[2*i])),
-			ControllerAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[2*i+1])),
+			Addr:           net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[perNode*i])),
+			ControllerAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[perNode*i+1])),
 			dir:            nd,
 			conf:           filepath.Join(nd, "server.properties"),
 			log:            filepath.Join(nd, "broker.log"),
 			c:              c,
-		})
+		}
+		if cfg.SASL {
+			n.SASLAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[perNode*i+2]))
+		}
+		c.nodes = append(c.nodes, n)
 	}
 	for _, n := range c.nodes {
 		if err := os.WriteFile(n.conf, []byte(c.serverProperties(n)), 0o644); err != nil {
@@ -383,15 +407,28 @@ func (n *Node) LogTail(lines int) string {
 
 func (c *Cluster) log4j() string { return filepath.Join(c.dir, "log4j2.properties") }
 
+// keyStore is the SASL_SSL listener's PEM key store (key and certificate).
+func (c *Cluster) keyStore() string { return filepath.Join(c.dir, "keystore.pem") }
+
 func (c *Cluster) classpath() string { return filepath.Join(c.libs, "*") }
 
 // format runs StorageTool format on the node's storage, with the
 // classpath the node runs with (a 4.4 broker refuses storage a newer tool
 // formatted).
 func (c *Cluster) format(ctx context.Context, n *Node) error {
-	cmd := exec.CommandContext(ctx, "java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-		"-Dlog4j2.configurationFile="+c.log4j(), "-cp", c.classpath(),
-		"kafka.tools.StorageTool", "format", "-t", c.clusterID, "-c", n.conf, "--ignore-formatted")
+	args := []string{"-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+		"-Dlog4j2.configurationFile=" + c.log4j(), "-cp", c.classpath(),
+		"kafka.tools.StorageTool", "format", "-t", c.clusterID, "-c", n.conf, "--ignore-formatted"}
+	if c.ca != nil {
+		// SCRAM credentials go in the bootstrap metadata: there is no
+		// user to create them with before the cluster runs.
+		for _, mech := range []string{"SCRAM-SHA-256", "SCRAM-SHA-512"} {
+			for _, u := range [][2]string{{SuperUser, SuperPassword}, {User, UserPassword}} {
+				args = append(args, "--add-scram", fmt.Sprintf("%s=[name=%s,password=%s]", mech, u[0], u[1]))
+			}
+		}
+	}
+	cmd := exec.CommandContext(ctx, "java", args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := startProcess(cmd); err != nil {
@@ -597,6 +634,22 @@ func (c *Cluster) serverProperties(n *Node) string {
 		"group.share.record.lock.duration.ms":                         "15000",
 		"group.share.min.record.lock.duration.ms":                     "1000",
 		"transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
+	}
+	if c.ca != nil {
+		props["listeners"] += ",SASL_SSL://" + n.SASLAddr
+		props["advertised.listeners"] += ",SASL_SSL://" + n.SASLAddr
+		props["listener.security.protocol.map"] += ",SASL_SSL:SASL_SSL"
+		l := "listener.name.sasl_ssl."
+		props[l+"sasl.enabled.mechanisms"] = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
+		props[l+"plain.sasl.jaas.config"] = fmt.Sprintf(
+			`org.apache.kafka.common.security.plain.PlainLoginModule required user_%s="%s" user_%s="%s";`,
+			SuperUser, SuperPassword, User, UserPassword)
+		props[l+"scram-sha-256.sasl.jaas.config"] = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+		props[l+"scram-sha-512.sasl.jaas.config"] = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+		props[l+"ssl.keystore.type"] = "PEM"
+		props[l+"ssl.keystore.location"] = c.keyStore()
+		props["authorizer.class.name"] = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+		props["super.users"] = "User:" + SuperUser + ";User:ANONYMOUS"
 	}
 	maps.Copy(props, c.cfg.BrokerConfigs)
 	var b strings.Builder

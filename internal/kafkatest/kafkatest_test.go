@@ -3,6 +3,7 @@ package kafkatest
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -264,4 +265,38 @@ func orphanChild() {
 		fmt.Println("jvm", pid)
 	}
 	panic("kafkatest: dying on purpose, the cluster open")
+}
+
+// The SASL_SSL listener takes both users with PLAIN and both SCRAM
+// mechanisms over TLS (the CA made at Start), and a wrong password is an
+// authentication error, not a timeout.
+func TestSASLListener(t *testing.T) {
+	needStart(t)
+	c := startCluster(t, Config{SASL: true})
+	mechs := map[string]func(u, p string) riffle.SASLMechanism{
+		"PLAIN":         riffle.SASLPlain,
+		"SCRAM-SHA-256": riffle.SASLScramSHA256,
+		"SCRAM-SHA-512": riffle.SASLScramSHA512,
+	}
+	for name, mech := range mechs {
+		for _, u := range [][2]string{{SuperUser, SuperPassword}, {User, UserPassword}, {User, "wrong"}} {
+			cl, err := riffle.NewClient(riffle.SeedBrokers(c.SASLAddrs()...), riffle.DialTLS(c.TLSConfig()),
+				riffle.SASL(mech(u[0], u[1])), riffle.RetryTimeout(5*time.Second), riffle.Logger(discard))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			bs, err := cl.Brokers(ctx)
+			cancel()
+			cl.Close()
+			switch {
+			case u[1] == "wrong" && !errors.Is(err, riffle.ErrSASLAuthentication):
+				t.Errorf("%s %s with a wrong password: %v, want ErrSASLAuthentication", name, u[0], err)
+			case u[1] != "wrong" && err != nil:
+				t.Errorf("%s %s: %v", name, u[0], err)
+			case u[1] != "wrong" && (len(bs) != 1 || fmt.Sprintf("%s:%d", bs[0].Host, bs[0].Port) != c.Node(1).SASLAddr):
+				t.Errorf("%s %s: brokers %+v, want the SASL_SSL listener %s", name, u[0], bs, c.Node(1).SASLAddr)
+			}
+		}
+	}
 }
