@@ -41,7 +41,7 @@ func TestMain(m *testing.M) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	if req.Start {
 		logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
-		c, err := kafkatest.Start(ctx, kafkatest.Config{Nodes: 3, Logf: logf})
+		c, err := kafkatest.Start(ctx, kafkatest.Config{Nodes: 3, SASL: true, Logf: logf})
 		if err != nil {
 			cancel()
 			fmt.Fprintln(os.Stderr, err)
