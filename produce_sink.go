@@ -446,7 +446,14 @@ func classify(part *partState, pr *kmsg.ProduceResponse, reqErr error, acks Acks
 				return producer.Unknown, -1, rp.LogStartOffset, err
 			}
 			switch rp.ErrorCode {
-			case kafkaerr.UnknownTopicOrPartition, kafkaerr.LeaderNotAvailable, kafkaerr.NotEnoughReplicas:
+			case kafkaerr.UnknownTopicOrPartition, kafkaerr.LeaderNotAvailable, kafkaerr.NotEnoughReplicas,
+				// Transaction version 2 (KIP-890, Kafka 4's default): the
+				// partition leader adds the partition to the transaction
+				// itself, and the coordinator refuses while the previous
+				// transaction's markers are still being written (Java
+				// retries it too: ConcurrentTransactionsException is
+				// retriable).
+				kafkaerr.ConcurrentTransactions:
 				// Checked before the append: certainly not written.
 				return producer.Retry, -1, rp.LogStartOffset, err
 			}
