@@ -307,8 +307,10 @@ func (p *cpart) scheduleLocked() {
 		if !p.tailLocked() {
 			return
 		}
-		if p.cs.cfg.sink == nil {
+		if p.cs.cfg.sink == nil && p.cs.eos == nil {
 			// Nothing to run: every record fetched finished.
+			// (Under ExactlyOnce a runner moves past the gap in
+			// the open transaction, which commits it.)
 			p.position, p.processed = p.fetchOffset, p.fetchOffset
 			p.processedEpoch = p.fetchedEpoch
 			return

@@ -87,8 +87,9 @@ func (cs *Consumer) runTxn(p *cpart) {
 		}
 		return
 	}
-	n, failErr := cs.run(p, &eosChunk{e: cs.eos, seq: seq, base: -1})
-	cs.eos.leave(seq, p, n, failErr)
+	ck := &eosChunk{e: cs.eos, seq: seq, base: -1}
+	n, failErr := cs.run(p, ck)
+	cs.eos.leave(seq, p, n, ck.moved, failErr)
 }
 
 // run hands one batch of p's records to the handler. It returns how many
@@ -111,8 +112,22 @@ func (cs *Consumer) run(p *cpart, ck *eosChunk) (int, error) {
 			cs.reportError(fe)
 			return 0, nil
 		}
-		if cs.cfg.sink == nil || !p.tailLocked() {
+		if !p.tailLocked() {
 			p.mu.Unlock()
+			return 0, nil
+		}
+		if cs.cfg.sink == nil {
+			// ExactlyOnce, the one handler mode that queues a gap
+			// (scheduleLocked): the markers past the last record
+			// count as handled inside the open transaction, which
+			// then commits the offset past them, so an idle
+			// pipeline's committed lag reaches 0.
+			p.position, p.processed = p.fetchOffset, p.fetchOffset
+			p.processedEpoch = p.fetchedEpoch
+			p.mu.Unlock()
+			if ck != nil {
+				ck.moved = true
+			}
 			return 0, nil
 		}
 		// Nothing buffered but a gap past the last record offered
@@ -149,6 +164,14 @@ func (cs *Consumer) run(p *cpart, ck *eosChunk) (int, error) {
 	} else {
 		// Revoked or reset mid-batch: the rest is dropped.
 		cs.buffered.Add(-left)
+	}
+	if ck != nil && failErr == nil && p.gen == gen && p.state == stateFetching && p.buf.len() == 0 &&
+		p.position >= 0 && p.fetchOffset > p.position && p.processed == p.position {
+		// ExactlyOnce: markers right after the chunk's records count
+		// as handled in the transaction of those records (leave reads
+		// the processed offset), rather than in one of their own.
+		p.position, p.processed = p.fetchOffset, p.fetchOffset
+		p.processedEpoch = p.fetchedEpoch
 	}
 	p.running = false
 	if p.idleCh != nil && p.state == stateRevoked {

@@ -255,14 +255,30 @@ func (e *eos) enter(ctx context.Context) (uint64, error) {
 }
 
 // leave ends a chunk of p that entered transaction seq: n inputs were
-// handled (p's processed offset is past them), and fail is the handler's
+// handled (p's processed offset is past them), or, with moved, none, but
+// p's processed offset moved past markers at its end (a gap that only the
+// commit of an offset carries to the group: it is committed too, so an
+// idle pipeline's committed lag reaches 0); fail is the handler's
 // error, if any: the record it failed on may have produced some of its
 // outputs, so the transaction must abort, whether or not the partition is
 // still assigned. A chunk of an earlier transaction (aborted while it
 // ran) records nothing.
-func (e *eos) leave(seq uint64, p *cpart, n int, fail error) {
+func (e *eos) leave(seq uint64, p *cpart, n int, moved bool, fail error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if seq == e.seq && e.begun && n == 0 && moved && fail == nil {
+		p.mu.Lock()
+		pos := eosPos{p: p, offset: p.processed, epoch: p.processedEpoch}
+		ahead := pos.offset > p.txnBase
+		p.mu.Unlock()
+		if ahead {
+			e.offsets[p.tp] = pos
+			if e.first.IsZero() {
+				e.first = time.Now()
+				e.nudge() // the interval starts
+			}
+		}
+	}
 	if seq == e.seq && e.begun {
 		pos := eosPos{p: p, offset: -1}
 		if n > 0 {
@@ -314,9 +330,10 @@ func (e *eos) leave(seq uint64, p *cpart, n int, fail error) {
 // MaxBatchRecords records later): a crash then redoes at most one
 // interval's work, and Records counts records, not chunks.
 type eosChunk struct {
-	e    *eos
-	seq  uint64
-	base int // inputs the transaction had handled when the chunk's first record finished; -1 before
+	e     *eos
+	seq   uint64
+	base  int  // inputs the transaction had handled when the chunk's first record finished; -1 before
+	moved bool // run moved the partition past markers at its end, handling no record
 }
 
 // cut reports whether the chunk stops before its next record, done
@@ -521,10 +538,11 @@ func (e *eos) end(ctx context.Context, commit bool) error {
 		commit = e.ending == endCommit
 	case failure:
 		commit = false
-	case commit && e.handled == 0:
+	case commit && e.handled == 0 && len(e.offsets) == 0:
 		// Nothing to commit: the transaction stays open. (A chunk
 		// that started the interval and then handled nothing, e.g.
-		// its partition was reset, leaves no input behind.)
+		// its partition was reset, leaves no input behind. Offsets
+		// alone, past markers, are committed: leave.)
 		e.first = time.Time{}
 		e.mu.Unlock()
 		return nil

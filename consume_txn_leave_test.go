@@ -28,7 +28,7 @@ func TestExactlyOnceLeaveKeepsLaterPosition(t *testing.T) {
 	left := make(chan struct{})
 	go func() {
 		defer close(left)
-		e.leave(3, p, 20, nil) // the chunk that ended at 240
+		e.leave(3, p, 20, false, nil) // the chunk that ended at 240
 	}()
 	// Let it reach the transaction's lock (and, with the old order,
 	// read 240 before it).

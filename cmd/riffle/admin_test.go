@@ -140,7 +140,9 @@ func TestConfigGroupCommands(t *testing.T) {
 	r = on(t, c, "config", "describe", "--group", "jobs", "--all", "-o", "json")
 	r.wantCode(t, 0)
 	decode(t, r, &cfgs)
-	if len(cfgs) <= 2 || !slices.ContainsFunc(cfgs, func(c configInfo) bool { return c.Name == "share.record.lock.duration.ms" && c.Source == "DEFAULT_CONFIG" }) {
+	if len(cfgs) <= 2 || !slices.ContainsFunc(cfgs, func(c configInfo) bool {
+		return c.Name == "share.record.lock.duration.ms" && c.Source == "DEFAULT_CONFIG"
+	}) {
 		t.Fatalf("--all: %+v", cfgs)
 	}
 
