@@ -39,6 +39,13 @@ var (
 	// ErrUnknownTopic means the cluster reported the topic as unknown on
 	// every metadata refresh of the retry budget.
 	ErrUnknownTopic = errs.ErrUnknownTopic
+	// ErrAuthorization matches every error a broker answers for a missing
+	// ACL: any *_AUTHORIZATION_FAILED code (TOPIC_, GROUP_, CLUSTER_,
+	// TRANSACTIONAL_ID_, DELEGATION_TOKEN_), each also matching its own
+	// code (ErrTopicAuthorization, ErrClusterAuthorization, ...) and a
+	// *KafkaError with errors.As. Not retriable until the ACL is granted.
+	// Authentication failures (bad credentials) are ErrAuth instead.
+	ErrAuthorization = kafkaerr.ErrAuthorization
 	// ErrUnsupported means the broker supports no version of a request
 	// the client needs.
 	ErrUnsupported = errs.ErrUnsupported
@@ -156,6 +163,12 @@ var (
 	ErrPolicyViolation          = kafkaerr.ForCode(kafkaerr.PolicyViolation)
 	ErrTopicAuthorization       = kafkaerr.ForCode(kafkaerr.TopicAuthorizationFailed)
 	ErrSASLAuthentication       = kafkaerr.ForCode(kafkaerr.SaslAuthenticationFailed)
+
+	// ErrClusterAuthorization is CLUSTER_AUTHORIZATION_FAILED (31): the
+	// principal lacks an ACL on the cluster, e.g. an idempotent
+	// producer's InitProducerId without IDEMPOTENT_WRITE on the cluster or
+	// WRITE on some topic. It matches ErrAuthorization too.
+	ErrClusterAuthorization = kafkaerr.ForCode(kafkaerr.ClusterAuthorizationFailed)
 )
 
 // KafkaErrorForCode returns the error for a Kafka protocol error code (nil

@@ -2,7 +2,9 @@ package riffle
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,6 +28,20 @@ type idState struct {
 	bumping bool
 	stopErr atomic.Pointer[error]
 	wake    chan struct{}
+	// lastErr is the last InitProducerId failure while the producer has
+	// no id (nil once it has one), for the delivery timeout's error.
+	lastErr error
+}
+
+// lastFailure returns the last InitProducerId failure while the producer
+// has no id, nil if none.
+func (s *idState) lastFailure() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ready {
+		return nil
+	}
+	return s.lastErr
 }
 
 // current returns the identity to pin with (nil if none yet) and whether a
@@ -82,6 +98,7 @@ func (p *Producer) idLoop() {
 		p.id.mu.Unlock()
 	}
 	var next *producer.Identity // obtained by a bump, not yet installed
+	var idFails idFailures          // the first id's failures in a row
 	for {
 		select {
 		case <-p.ctx.Done():
@@ -98,15 +115,33 @@ func (p *Producer) idLoop() {
 		case !ready:
 			id, err := p.initProducerID(nil)
 			if err != nil {
-				if p.ctx.Err() == nil {
-					p.c.log.Warn("InitProducerId failed; retrying", "err", err)
-					p.sleep(p.c.cfg.retryBackoff.Max)
-					p.id.poke()
+				if p.ctx.Err() != nil {
+					continue
 				}
+				p.id.mu.Lock()
+				p.id.lastErr = err
+				p.id.mu.Unlock()
+				if errors.Is(err, ErrAuthorization) {
+					// No retry can succeed until an ACL is granted:
+					// the records waiting fail now with the cause (as
+					// Java's send fails with the authorization
+					// exception), and the next records produced ask
+					// again (waking the loop through current).
+					p.c.log.Warn("InitProducerId refused; failing the records waiting for a producer id", "err", err)
+					idFails = idFailures{}
+					p.failWaiting(err)
+					p.sleep(p.c.cfg.retryBackoff.Max)
+					continue
+				}
+				idFails.log(p.c.log, err, nowFn())
+				p.sleep(p.c.cfg.retryBackoff.Max)
+				p.id.poke()
 				continue
 			}
+			idFails.recovered(p.c.log)
+			idFails = idFailures{}
 			p.id.mu.Lock()
-			p.id.id, p.id.ready = id, true
+			p.id.id, p.id.ready, p.id.lastErr = id, true, nil
 			p.id.mu.Unlock()
 			p.wakeAll()
 		case bumping && p.allQuiesced():
@@ -135,6 +170,51 @@ func (p *Producer) idLoop() {
 			}
 			p.c.log.Info("producer epoch bumped", "producer_id", next.ID, "epoch", next.Epoch)
 			next = nil
+		}
+	}
+}
+
+// idWarnAfter is how long InitProducerId may keep failing with a
+// retriable error before the producer warns. On a fresh cluster the
+// first one gets COORDINATOR_LOAD_IN_PROGRESS (or NOT_COORDINATOR) for a
+// moment while the brokers get producer id blocks or create
+// __transaction_state; that is expected, and Java's producer logs it at
+// debug too.
+const idWarnAfter = 10 * time.Second
+
+// idFailures counts the producer's first InitProducerId failures in a row,
+// for logging: Debug while they are young, one Warn once they persist.
+type idFailures struct {
+	n      int
+	since  time.Time
+	warned bool
+}
+
+func (f *idFailures) log(lg *slog.Logger, err error, now time.Time) {
+	if f.n == 0 {
+		f.since = now
+	}
+	f.n++
+	if !f.warned && now.Sub(f.since) >= idWarnAfter {
+		f.warned = true
+		lg.Warn("InitProducerId keeps failing; retrying", "attempts", f.n, "for", now.Sub(f.since).Round(time.Millisecond), "err", err)
+		return
+	}
+	lg.Debug("InitProducerId failed; retrying", "attempt", f.n, "err", err)
+}
+
+// recovered logs the end of failures that were warned about.
+func (f *idFailures) recovered(lg *slog.Logger) {
+	if f.warned {
+		lg.Info("InitProducerId succeeded again", "after_attempts", f.n)
+	}
+}
+
+// failWaiting fails every record waiting for the first producer id.
+func (p *Producer) failWaiting(cause error) {
+	for _, ts := range *p.topics.Load() {
+		for _, part := range ts.partitions() {
+			part.failWaiting(cause)
 		}
 	}
 }

@@ -327,18 +327,54 @@ func (s *partState) failAll(ctxErr error) {
 	}
 }
 
-// expire fails batches past the delivery timeout where that is safe.
+// failWaiting fails the records that wait for the producer's first id
+// with cause (InitProducerId refused: authorization): the open batch and
+// every sealed batch not yet numbered (before the first id none is).
+// Batches carrying numbers, or on the wire, are left alone.
+func (s *partState) failWaiting(cause error) {
+	s.mu.Lock()
+	if s.linger != nil {
+		s.linger.Stop()
+	}
+	open := s.open
+	s.open, s.openBytes, s.due = nil, 0, false
+	out, _ := s.seq.Expire(func(b *producer.Batch) bool { return !b.Pinned() })
+	s.mu.Unlock()
+	err := fmt.Errorf("%s[%d]: no producer id: %w", s.topic.name, s.id, cause)
+	for _, b := range out {
+		s.p.finish(b.Payload.(*pbatch), s.topic.name, s.id, -1, err)
+	}
+	if len(open) > 0 {
+		s.p.finish(&pbatch{recs: open}, s.topic.name, s.id, -1, err)
+	}
+}
+
+// expire fails batches past the delivery timeout where that is safe. The
+// error wraps the last cause known: the batch's last retriable failure,
+// or, for a batch that never got numbers, the last InitProducerId failure.
 func (s *partState) expire(now time.Time) {
 	s.mu.Lock()
 	out, needBump := s.seq.Expire(func(b *producer.Batch) bool {
 		return now.Sub(b.Payload.(*pbatch).created) > s.p.cfg.deliveryTimeout
 	})
 	bad := s.sealDueLocked() // the batch it waited for may be gone
+	causes := make([]error, len(out))
+	for i, b := range out {
+		causes[i] = b.Payload.(*pbatch).lastErr
+	}
 	s.mu.Unlock()
 	s.failBad([]*pbatch{bad})
-	for _, b := range out {
-		s.p.finish(b.Payload.(*pbatch), s.topic.name, s.id, -1,
-			fmt.Errorf("%s[%d]: %w (%v) after %d attempts", s.topic.name, s.id, ErrDeliveryTimeout, s.p.cfg.deliveryTimeout, b.Attempts))
+	idErr := s.p.id.lastFailure()
+	for i, b := range out {
+		cause := causes[i]
+		if cause == nil && !b.Pinned() {
+			cause = idErr
+		}
+		err := fmt.Errorf("%s[%d]: %w (%v) after %d attempts", s.topic.name, s.id, ErrDeliveryTimeout, s.p.cfg.deliveryTimeout, b.Attempts)
+		if cause != nil {
+			err = fmt.Errorf("%w; last error: %w", err, cause)
+		}
+		s.p.finish(b.Payload.(*pbatch), s.topic.name, s.id, -1, err)
 	}
 	if needBump {
 		s.p.requestBump()

@@ -315,6 +315,10 @@ func (p *Producer) complete(node int32, it sentItem, pr *kmsg.ProduceResponse, r
 	}
 	part.mu.Lock()
 	res := part.seq.Done(it.b, it.epoch, outcome, baseOffset, logStart)
+	if perr != nil {
+		// If it is retried, a delivery timeout later names this cause.
+		it.b.Payload.(*pbatch).lastErr = perr
+	}
 	if res.Completed != nil {
 		part.retries = 0
 	}

@@ -155,6 +155,7 @@ type pbatch struct {
 	created   time.Time
 	done      atomic.Bool // callbacks fired
 	sealErr   error
+	lastErr   error // the last retriable failure of a send; guarded by part.mu
 	wireBytes int
 	rawBytes  int // before compression
 }

@@ -1,6 +1,9 @@
 package kafkaerr
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
 
 type entry struct {
 	name      string
@@ -23,9 +26,30 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("%s (%d): %s", e.Name, e.Code, e.Description)
 }
 
-// Is reports whether target is a Kafka error with the same code: an
-// *Error or its exported twin (see Exported).
+// ErrAuthorization is the class of every *_AUTHORIZATION_FAILED code
+// (IsAuthorization): an *Error with one of them matches it with errors.Is,
+// besides the value for its own code.
+var ErrAuthorization = errors.New("riffle: authorization failed")
+
+// IsAuthorization reports whether code says the principal lacks an ACL:
+// TOPIC_, GROUP_, CLUSTER_, TRANSACTIONAL_ID_ or
+// DELEGATION_TOKEN_AUTHORIZATION_FAILED.
+func IsAuthorization(code int16) bool {
+	switch code {
+	case TopicAuthorizationFailed, GroupAuthorizationFailed, ClusterAuthorizationFailed,
+		TransactionalIDAuthorizationFailed, DelegationTokenAuthorizationFailed:
+		return true
+	}
+	return false
+}
+
+// Is reports whether target is a Kafka error with the same code (an
+// *Error or its exported twin, see Exported), or ErrAuthorization for an
+// authorization code.
 func (e *Error) Is(target error) bool {
+	if target == ErrAuthorization {
+		return IsAuthorization(e.Code)
+	}
 	t, ok := target.(*Error)
 	if !ok && Exported.Of != nil {
 		t = Exported.Of(target)

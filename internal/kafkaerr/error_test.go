@@ -29,3 +29,27 @@ func TestForCode(t *testing.T) {
 		t.Fatalf("unexpected unknown code mapping %+v", unknown)
 	}
 }
+
+// Every *_AUTHORIZATION_FAILED code, wrapped, matches ErrAuthorization as
+// well as its own code; no other code does.
+func TestAuthorizationClass(t *testing.T) {
+	auth := map[int16]bool{TopicAuthorizationFailed: true, GroupAuthorizationFailed: true, ClusterAuthorizationFailed: true,
+		TransactionalIDAuthorizationFailed: true, DelegationTokenAuthorizationFailed: true}
+	for code, en := range table {
+		err := fmt.Errorf("InitProducerId: %w", ForCode(code))
+		if got := errors.Is(err, ErrAuthorization); got != auth[code] {
+			t.Errorf("%s (%d): errors.Is(err, ErrAuthorization) = %v", en.name, code, got)
+		}
+		if !errors.Is(err, ForCode(code)) {
+			t.Errorf("%s (%d) no longer matches its own code", en.name, code)
+		}
+	}
+	for code := range auth {
+		if _, ok := table[code]; !ok {
+			t.Errorf("code %d is not in the table", code)
+		}
+	}
+	if errors.Is(ErrAuthorization, ForCode(ClusterAuthorizationFailed)) {
+		t.Error("the class must not match one code")
+	}
+}
