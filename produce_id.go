@@ -98,7 +98,7 @@ func (p *Producer) idLoop() {
 		p.id.mu.Unlock()
 	}
 	var next *producer.Identity // obtained by a bump, not yet installed
-	var idFails idFailures          // the first id's failures in a row
+	var idFails idFailures      // the first id's failures in a row
 	for {
 		select {
 		case <-p.ctx.Done():
