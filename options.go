@@ -40,27 +40,26 @@ type clientConfig struct {
 	metadataMaxAge      time.Duration
 	maxResponseSize     int32
 	maxInflight         int
-	unknownTopicRetries int
+	unknownTopicRetries int // 0: not set (lookups other than a producer's take 4)
 	maxVersions         map[int16]int16
 	rack                string // client.rack; see Rack (rack.go)
 }
 
 func defaultClientConfig() clientConfig {
 	return clientConfig{
-		clientID:            "riffle",
-		dialTimeout:         10 * time.Second,
-		requestTimeout:      30 * time.Second,
-		retryTimeout:        30 * time.Second,
-		retryBackoff:        backoff.Policy{Base: 100 * time.Millisecond, Max: time.Second, Jitter: 0.2},
-		reconnectBackoff:    backoff.Policy{Base: 50 * time.Millisecond, Max: time.Second, Jitter: 0.2},
-		dialStagger:         25 * time.Millisecond,
-		idleTimeout:         30 * time.Second,
-		brokerIdle:          9 * time.Minute,
-		metadataMinAge:      100 * time.Millisecond,
-		metadataMaxAge:      5 * time.Minute,
-		maxResponseSize:     100 << 20,
-		maxInflight:         5,
-		unknownTopicRetries: 4,
+		clientID:         "riffle",
+		dialTimeout:      10 * time.Second,
+		requestTimeout:   30 * time.Second,
+		retryTimeout:     30 * time.Second,
+		retryBackoff:     backoff.Policy{Base: 100 * time.Millisecond, Max: time.Second, Jitter: 0.2},
+		reconnectBackoff: backoff.Policy{Base: 50 * time.Millisecond, Max: time.Second, Jitter: 0.2},
+		dialStagger:      25 * time.Millisecond,
+		idleTimeout:      30 * time.Second,
+		brokerIdle:       9 * time.Minute,
+		metadataMinAge:   100 * time.Millisecond,
+		metadataMaxAge:   5 * time.Minute,
+		maxResponseSize:  100 << 20,
+		maxInflight:      5,
 	}
 }
 
@@ -80,7 +79,7 @@ func (c *clientConfig) validate() error {
 		return bad("max response size %d below 1 KiB", c.maxResponseSize)
 	case c.maxInflight < 1:
 		return bad("max in-flight requests per connection must be at least 1")
-	case c.unknownTopicRetries < 1:
+	case c.unknownTopicRetries < 0:
 		return bad("unknown topic retries must be at least 1")
 	case c.retryBackoff.Base <= 0 || c.retryBackoff.Max < c.retryBackoff.Base:
 		return bad("retry backoff must satisfy 0 < min <= max")
@@ -242,8 +241,25 @@ func MaxResponseSize(n int32) Option { return func(c *clientConfig) { c.maxRespo
 func MaxInflightPerConn(n int) Option { return func(c *clientConfig) { c.maxInflight = n } }
 
 // UnknownTopicRetries is how many metadata refreshes must report a topic
-// as unknown before calls fail with ErrUnknownTopic (default 4).
-func UnknownTopicRetries(n int) Option { return func(c *clientConfig) { c.unknownTopicRetries = n } }
+// as unknown (UNKNOWN_TOPIC_OR_PARTITION) before a lookup fails with
+// ErrUnknownTopic: the lookups of Admin calls, consumers and ranges
+// (default 4) and, when set, a producer's too, which then ends at n such
+// refreshes or its UnknownTopicTimeout, whichever comes first.
+//
+// Deprecated: a count of refreshes is no measure of how long a topic
+// created a moment ago takes to reach every broker (refreshes come 100 ms
+// apart at first, and one answered by a broker that has not caught up
+// counts), so a producer waits by time: use UnknownTopicTimeout. Kept so
+// that existing code builds and behaves as before for non-producer
+// lookups.
+func UnknownTopicRetries(n int) Option {
+	return func(c *clientConfig) {
+		c.unknownTopicRetries = n
+		if n < 1 {
+			c.unknownTopicRetries = -1 // refused by validate
+		}
+	}
+}
 
 // MaxVersions caps the protocol version used for an API key, e.g. to
 // emulate an older client. Versions are otherwise min(ours, broker's).

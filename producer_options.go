@@ -68,6 +68,7 @@ type producerConfig struct {
 	maxRequestBytes    int
 	transactionalID    string
 	txnTimeout         time.Duration
+	unknownTopicWait   time.Duration // see UnknownTopicTimeout
 }
 
 func defaultProducerConfig() producerConfig {
@@ -85,6 +86,7 @@ func defaultProducerConfig() producerConfig {
 		produceTimeout:     30 * time.Second,
 		maxRequestBytes:    16 << 20,
 		txnTimeout:         60 * time.Second,
+		unknownTopicWait:   5 * time.Second,
 	}
 }
 
@@ -119,6 +121,8 @@ func (c *producerConfig) validate(requestTimeout time.Duration) error {
 		return bad("nil partitioner")
 	case c.deliveryTimeout <= 0 || c.produceTimeout <= 0:
 		return bad("timeouts must be positive")
+	case c.unknownTopicWait < 0:
+		return bad("unknown topic timeout %v is negative", c.unknownTopicWait)
 	case c.deliveryTimeout < c.linger+requestTimeout:
 		// Java's rule: a record must get at least one full attempt.
 		return bad("delivery timeout %v below linger + request timeout (%v)", c.deliveryTimeout, c.linger+requestTimeout)
@@ -197,6 +201,27 @@ func WithPartitioner(p Partitioner) ProducerOption {
 // have been written waits for the outcome.
 func DeliveryTimeout(d time.Duration) ProducerOption {
 	return func(c *producerConfig) { c.deliveryTimeout = d }
+}
+
+// UnknownTopicTimeout is how long a record's first use of a topic waits
+// for the topic to appear in the metadata (default 5 s): while refreshes
+// answer UNKNOWN_TOPIC_OR_PARTITION or LEADER_NOT_AVAILABLE for it, the
+// producer refreshes again, spaced by the retry backoff (100 ms doubling to
+// 1 s by default) and MetadataMinAge; after d the record fails with
+// ErrUnknownTopic, whose message names the topic, the time waited and the
+// brokers' last answer. 0 fails at the first such answer.
+//
+// The wait is there because Kafka's brokers learn of a topic when they
+// replay the metadata log: a topic created a moment ago (CreateTopics
+// returned) is unknown to some brokers for a while, measured up to about
+// 0.5 s on a loaded 3-node Kafka 4.4 cluster. Java's producer waits for a
+// topic's metadata up to max.block.ms (60 s), which also covers a full
+// buffer and hides a misspelt topic for a minute; 5 s is ten times the
+// propagation seen and still fails a wrong topic name quickly. Produce's
+// context bounds the wait too. Other lookups of a client (Admin, consumers,
+// ranges) keep their refresh budget, see UnknownTopicRetries.
+func UnknownTopicTimeout(d time.Duration) ProducerOption {
+	return func(c *producerConfig) { c.unknownTopicWait = d }
 }
 
 // MaxInflightPerPartition caps produce requests in flight per partition

@@ -333,32 +333,75 @@ func (c *Cluster) cached(topic string) *TopicMeta {
 // reports as unknown fails with ErrUnknownTopic after UnknownTopicRetries
 // refreshes; the retry budget and ctx bound the wait.
 func (c *Cluster) LookupTopic(ctx context.Context, topic string) (*TopicMeta, error) {
+	return c.LookupTopicWait(ctx, topic, TopicWait{Refreshes: c.cfg.UnknownTopicRetries})
+}
+
+// TopicWait is how long a lookup waits for a topic the metadata does not
+// know (UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, or left out),
+// such as one created a moment ago: a KRaft broker learns of a topic when
+// it replays the metadata log, a while after CreateTopics returned.
+type TopicWait struct {
+	// For bounds the wait in time, from the lookup's start; 0 gives no
+	// time bound.
+	For time.Duration
+	// Refreshes bounds the refreshes that answer
+	// UNKNOWN_TOPIC_OR_PARTITION; 0 gives no bound.
+	Refreshes int
+}
+
+// LookupTopicWait is LookupTopic with the wait for an unknown topic given.
+// The lookup ends with ErrUnknownTopic (naming the topic, the time waited,
+// the refreshes and the last answer) at the first bound of w reached; the
+// bounds are checked at each refresh, and refreshes are spaced by the retry
+// backoff and MetadataMinAge, so a lookup ends within one backoff (at most
+// its maximum, 1 s by default) of For. Failures to get metadata at all
+// (an unreachable cluster) are retried within the larger of RetryTimeout
+// and For, and ctx bounds it all.
+func (c *Cluster) LookupTopicWait(ctx context.Context, topic string, w TopicWait) (*TopicMeta, error) {
 	if c.ctx.Err() != nil {
 		return nil, errs.ErrClientClosed
 	}
 	if t := c.cached(topic); t != nil {
 		return t, nil
 	}
-	unknown := 0
+	start := time.Now()
+	unknown, refreshes := 0, 0
 	var t *TopicMeta
-	err := c.Retry(ctx, func(ctx context.Context) error {
+	budget, name := c.cfg.RetryTimeout, "RetryTimeout"
+	if w.For > budget {
+		budget, name = w.For, "UnknownTopicTimeout"
+	}
+	err := c.retryFor(ctx, name, budget, func(ctx context.Context) error {
 		snap, err := c.awaitRefresh(ctx, []string{topic})
 		if err != nil {
 			return err
 		}
+		refreshes++
 		t = snap.Topics[topic]
+		var terr error
 		switch {
 		case t == nil:
-			return fmt.Errorf("topic %q missing from metadata: %w", topic, kafkaerr.ForCode(kafkaerr.UnknownTopicOrPartition))
+			terr = fmt.Errorf("topic %q missing from metadata: %w", topic, kafkaerr.ForCode(kafkaerr.UnknownTopicOrPartition))
 		case t.Err == nil:
 			return nil
-		case errors.Is(t.Err, kafkaerr.ForCode(kafkaerr.UnknownTopicOrPartition)):
-			unknown++
-			if unknown >= c.cfg.UnknownTopicRetries {
-				return fmt.Errorf("%w %q (%d metadata refreshes): %w", errs.ErrUnknownTopic, topic, unknown, t.Err)
-			}
+		default:
+			terr = t.Err
 		}
-		return fmt.Errorf("topic %q: %w", topic, t.Err)
+		absent := t == nil || errors.Is(terr, kafkaerr.ForCode(kafkaerr.UnknownTopicOrPartition))
+		if absent && t != nil {
+			unknown++
+		}
+		if !absent && !errors.Is(terr, kafkaerr.ForCode(kafkaerr.LeaderNotAvailable)) {
+			return fmt.Errorf("topic %q: %w", topic, terr)
+		}
+		switch waited := time.Since(start); {
+		case w.Refreshes > 0 && unknown >= w.Refreshes:
+			return fmt.Errorf("%w %q (%d metadata refreshes): %w", errs.ErrUnknownTopic, topic, unknown, terr)
+		case w.For > 0 && waited >= w.For:
+			return fmt.Errorf("%w %q: not in the metadata after %v (%d refreshes): %w",
+				errs.ErrUnknownTopic, topic, waited.Round(time.Millisecond), refreshes, terr)
+		}
+		return fmt.Errorf("topic %q: %w", topic, terr)
 	})
 	if err != nil {
 		return nil, err

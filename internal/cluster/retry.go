@@ -21,7 +21,13 @@ import (
 // first it says so, naming RetryTimeout rather than a context the caller
 // never set, and wraps context.DeadlineExceeded and the last failure.
 func (c *Cluster) Retry(ctx context.Context, fn func(context.Context) error) error {
-	budget, cancel := context.WithTimeout(ctx, c.cfg.RetryTimeout)
+	return c.retryFor(ctx, "RetryTimeout", c.cfg.RetryTimeout, fn)
+}
+
+// retryFor is Retry with a budget other than RetryTimeout, named name in
+// the error when it runs out.
+func (c *Cluster) retryFor(ctx context.Context, name string, limit time.Duration, fn func(context.Context) error) error {
+	budget, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	var cause error // the last failure that says more than a context's end
 	for attempt := 1; ; attempt++ {
@@ -45,7 +51,7 @@ func (c *Cluster) Retry(ctx context.Context, fn func(context.Context) error) err
 		case !errs.IsRetriable(err) && !errors.Is(err, context.DeadlineExceeded):
 			return err
 		case budget.Err() != nil:
-			return c.gaveUp(cause, err)
+			return gaveUp(name, limit, cause, err)
 		}
 		c.log.Debug("retrying", "attempt", attempt, "err", err)
 		t := time.NewTimer(c.cfg.RetryBackoff.Delay(attempt, rand.Float64()))
@@ -56,7 +62,7 @@ func (c *Cluster) Retry(ctx context.Context, fn func(context.Context) error) err
 			if ctx.Err() != nil {
 				return withCtx(cause, ctx.Err())
 			}
-			return c.gaveUp(cause, err)
+			return gaveUp(name, limit, cause, err)
 		case <-c.ctx.Done():
 			t.Stop()
 			return errs.ErrClientClosed
@@ -64,21 +70,22 @@ func (c *Cluster) Retry(ctx context.Context, fn func(context.Context) error) err
 	}
 }
 
-func (c *Cluster) gaveUp(cause, last error) error {
+func gaveUp(name string, budget time.Duration, cause, last error) error {
 	if cause == nil {
 		cause = last
 	}
-	return &retryTimeoutError{budget: c.cfg.RetryTimeout, cause: cause}
+	return &retryTimeoutError{name: name, budget: budget, cause: cause}
 }
 
 // retryTimeoutError: the retry budget ran out before the caller's context.
 type retryTimeoutError struct {
+	name   string // the option that set the budget
 	budget time.Duration
 	cause  error
 }
 
 func (e *retryTimeoutError) Error() string {
-	return fmt.Sprintf("gave up after RetryTimeout %v: %v", e.budget, e.cause)
+	return fmt.Sprintf("gave up after %s %v: %v", e.name, e.budget, e.cause)
 }
 
 func (e *retryTimeoutError) Unwrap() []error { return []error{context.DeadlineExceeded, e.cause} }

@@ -1,0 +1,114 @@
+package riffle
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+// defaultClient is a client of fake with the client's default options
+// (newTestClient shortens the backoffs).
+func defaultClient(t *testing.T, fake *kfake.Cluster, opts ...Option) *Client {
+	t.Helper()
+	cl, err := NewClient(append([]Option{SeedBrokers(fake.ListenAddrs()...)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// A topic the brokers learn of a while after the first record for it (on
+// Kafka, one created a moment ago: brokers answer UNKNOWN_TOPIC_OR_PARTITION
+// until they replayed the metadata log) is produced to with the default
+// options: the producer waits for it by time (UnknownTopicTimeout, 5 s),
+// not for a count of refreshes that pass in well under a second (defect D1
+// of docs/real-kafka.md).
+func TestProduceWaitsForTopicToAppear(t *testing.T) {
+	fake := newFake(t, kfake.NumBrokers(3))
+	cl := defaultClient(t, fake)
+	p, err := NewProducer(cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(context.Background())
+	const late = 1500 * time.Millisecond
+	created := make(chan error, 1)
+	timer := time.AfterFunc(late, func() { created <- fake.CreateTopic("late", 3, nil) })
+	t.Cleanup(func() {
+		if timer.Stop() {
+			return
+		}
+		<-created // the topic's creation finished before the fake closes
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	rec := &Record{Topic: "late", Value: []byte("v")}
+	if err := p.ProduceSync(ctx, rec); err != nil {
+		t.Fatalf("ProduceSync to a topic appearing after %v: %v (after %v)", late, err, time.Since(start))
+	}
+	if took := time.Since(start); took < late {
+		t.Fatalf("written after %v, before the topic existed (%v)", took, late)
+	}
+	if rec.Offset != 0 {
+		t.Fatalf("written at offset %d, want 0", rec.Offset)
+	}
+}
+
+// A topic that never appears fails the record after UnknownTopicTimeout
+// with ErrUnknownTopic, whose message names the topic, the time waited and
+// the brokers' answer.
+func TestProduceUnknownTopicTimesOut(t *testing.T) {
+	fake := newFake(t, kfake.NumBrokers(1))
+	cl := defaultClient(t, fake)
+	const wait = 400 * time.Millisecond
+	p, err := NewProducer(cl, UnknownTopicTimeout(wait))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	err = p.ProduceSync(ctx, &Record{Topic: "never", Value: []byte("v")})
+	took := time.Since(start)
+	if !errors.Is(err, ErrUnknownTopic) || !errors.Is(err, ErrUnknownTopicOrPartition) {
+		t.Fatalf("ProduceSync: %v, want ErrUnknownTopic with UNKNOWN_TOPIC_OR_PARTITION", err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, `"never"`) || !strings.Contains(msg, "not in the metadata after") {
+		t.Fatalf("the error does not name the topic and the time waited: %v", err)
+	}
+	// The bound is checked at each refresh; the default backoff spaces
+	// them 100 ms doubling to 1 s.
+	if took < wait || took > wait+2*time.Second {
+		t.Fatalf("failed after %v, want about UnknownTopicTimeout %v", took, wait)
+	}
+	t.Logf("after %v: %v", took, err)
+}
+
+// The deprecated UnknownTopicRetries, when set, still bounds a producer's
+// wait by refreshes, before UnknownTopicTimeout.
+func TestProduceUnknownTopicRetriesStillBound(t *testing.T) {
+	fake := newFake(t, kfake.NumBrokers(1))
+	cl := defaultClient(t, fake, UnknownTopicRetries(2))
+	p, err := NewProducer(cl, UnknownTopicTimeout(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	err = p.ProduceSync(ctx, &Record{Topic: "never", Value: []byte("v")})
+	if !errors.Is(err, ErrUnknownTopic) || !strings.Contains(err.Error(), "(2 metadata refreshes)") {
+		t.Fatalf("ProduceSync: %v, want ErrUnknownTopic after 2 refreshes", err)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("failed after %v: the refresh bound did not apply", took)
+	}
+}
