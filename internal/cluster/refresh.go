@@ -206,7 +206,11 @@ func (c *Cluster) metadataLoop() {
 		}
 		c.meta.lastErr = err
 		c.meta.mu.Unlock()
+		closing := err != nil && (c.ctx.Err() != nil || errors.Is(err, errs.ErrClientClosed))
 		switch {
+		case closing:
+			// Close cut the refresh short: nothing failed.
+			c.log.Debug("metadata refresh ended by close", "err", err)
 		case err != nil && failures == 0:
 			c.log.Warn("metadata refresh failed", "err", err)
 		case err != nil:
