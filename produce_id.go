@@ -176,10 +176,9 @@ func (p *Producer) idLoop() {
 
 // idWarnAfter is how long InitProducerId may keep failing with a
 // retriable error before the producer warns. On a fresh cluster the
-// first one gets COORDINATOR_LOAD_IN_PROGRESS (or NOT_COORDINATOR) for a
-// moment while the brokers get producer id blocks or create
-// __transaction_state; that is expected, and Java's producer logs it at
-// debug too.
+// first one gets COORDINATOR_LOAD_IN_PROGRESS for a moment while
+// __transaction_state is created; that is expected, and Java's producer
+// retries it without a warning too.
 const idWarnAfter = 10 * time.Second
 
 // idFailures counts the producer's first InitProducerId failures in a row,

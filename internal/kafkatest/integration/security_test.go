@@ -33,7 +33,7 @@ func saslClient(t *testing.T, mech riffle.SASLMechanism, opts ...riffle.Option) 
 // idempotent producer's InitProducerId needs IDEMPOTENT_WRITE on the cluster
 // or WRITE on some topic).
 func denied(err error) bool {
-	return errors.Is(err, riffle.ErrTopicAuthorization) || errors.Is(err, riffle.KafkaErrorForCode(31))
+	return errors.Is(err, riffle.ErrTopicAuthorization) || errors.Is(err, riffle.ErrClusterAuthorization)
 }
 
 // produceAs produces one record to topic as user over SASL_SSL (SCRAM-SHA-512),
@@ -121,28 +121,34 @@ func TestACLsEnforced(t *testing.T) {
 // A user who may describe a topic but not write it: the idempotent
 // producer's InitProducerId gets CLUSTER_AUTHORIZATION_FAILED (it needs
 // IDEMPOTENT_WRITE on the cluster or WRITE on a topic), and the record
-// fails with that typed error, as Java's send fails with a
-// ClusterAuthorizationException.
+// fails at once with that typed error, as Java's send fails with a
+// ClusterAuthorizationException, not at its delivery timeout (defect D4,
+// fixed).
 func TestProduceWithoutWriteACL(t *testing.T) {
 	needSASL(t)
 	admin := client(t)
 	tp := topic(t, admin, 1, nil)
 	allow(t, admin, tp, riffle.ACLOperationDescribe)
+	const delivery = 10 * time.Second
 	var err error
+	var took time.Duration
 	eventually(t, time.Minute, "alice seeing the topic", func() error {
+		start := time.Now()
 		err = produceAs(t, kafkatest.User, kafkatest.UserPassword, tp, 3*time.Second,
-			riffle.ProduceRequestTimeout(3*time.Second), riffle.DeliveryTimeout(10*time.Second))
+			riffle.ProduceRequestTimeout(3*time.Second), riffle.DeliveryTimeout(delivery))
+		took = time.Since(start)
 		if errors.Is(err, riffle.ErrTopicAuthorization) { // DESCRIBE not there yet
 			return err
 		}
 		return nil
 	})
-	if errors.Is(err, riffle.ErrDeliveryTimeout) && !denied(err) {
-		defect(t, "D4", "the authorization error is lost: %v", err)
+	if !errors.Is(err, riffle.ErrClusterAuthorization) || !errors.Is(err, riffle.ErrAuthorization) {
+		t.Fatalf("produce without WRITE: %v, want ErrClusterAuthorization (CLUSTER_AUTHORIZATION_FAILED) matching ErrAuthorization", err)
 	}
-	if !denied(err) {
-		t.Fatalf("produce without WRITE: %v, want CLUSTER_AUTHORIZATION_FAILED", err)
+	if errors.Is(err, riffle.ErrDeliveryTimeout) || took >= delivery {
+		t.Fatalf("produce without WRITE failed after %v (delivery timeout %v): %v; want it at the refusal", took, delivery, err)
 	}
+	t.Logf("refused after %v: %v", took, err)
 }
 
 // A SCRAM credential made with AlterUserScramCredentials logs in (once it
