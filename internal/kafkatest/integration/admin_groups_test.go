@@ -189,3 +189,56 @@ func TestGroupAdmin(t *testing.T) {
 		})
 	}
 }
+
+// Share group offsets without a member: set (which makes the group),
+// described, the group listed, deleted. (The share-group tests cover the
+// calls with members.)
+func TestShareGroupOffsetsAdmin(t *testing.T) {
+	need(t)
+	cl := client(t)
+	adm := cl.Admin()
+	ctx := timeout(t, 2*time.Minute)
+	tp := topic(t, cl, 1, nil)
+	p0 := riffle.TopicPartition{Topic: tp, Partition: 0}
+	p, err := riffle.NewProducer(cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(ctx)
+	if err := p.ProduceSync(ctx, &riffle.Record{Topic: tp}, &riffle.Record{Topic: tp}, &riffle.Record{Topic: tp}); err != nil {
+		t.Fatal(err)
+	}
+	group := name(t, "sg")
+	res, err := adm.AlterShareGroupOffsets(ctx, group, map[riffle.TopicPartition]int64{p0: 2})
+	if err != nil || len(res) != 1 || res[p0] != nil {
+		t.Fatalf("AlterShareGroupOffsets: %v %v", res, err)
+	}
+	eventually(t, time.Minute, "the start offset set", func() error {
+		offs, err := adm.DescribeShareGroupOffsets(ctx, group, tp)
+		if err != nil || len(offs) != 1 || offs[0].Err != nil || offs[0].StartOffset != 2 || offs[0].Lag != 1 {
+			return fmt.Errorf("%v %v", offs, err)
+		}
+		return nil
+	})
+	gs, err := adm.ListShareGroups(ctx)
+	if i := slices.IndexFunc(gs, func(g riffle.GroupListing) bool { return g.Group == group }); err != nil || i < 0 || gs[i].State != "Empty" {
+		t.Errorf("ListShareGroups: %v %v, want %s Empty", gs, err, group)
+	}
+	if dr, err := adm.DeleteShareGroupOffsets(ctx, group, tp); err != nil || dr.Err() != nil {
+		t.Fatalf("DeleteShareGroupOffsets: %v %v", dr, err)
+	}
+	eventually(t, time.Minute, "the share group's state deleted", func() error {
+		offs, err := adm.DescribeShareGroupOffsets(ctx, group, tp)
+		if err != nil {
+			return err
+		}
+		// Kafka answers the partition with start offset and lag -1.
+		if len(offs) != 1 || offs[0].Err != nil || offs[0].StartOffset != -1 || offs[0].Lag != -1 {
+			return fmt.Errorf("%v", offs)
+		}
+		return nil
+	})
+	if res, err := adm.DeleteGroups(ctx, group); err != nil || res.Err() != nil {
+		t.Errorf("DeleteGroups(share group): %v %v", res, err)
+	}
+}
