@@ -148,6 +148,12 @@ func TestGroupAdmin(t *testing.T) {
 			if desc.Type != proto.name || desc.ProtocolType != "consumer" || desc.Coordinator < 0 || desc.Members[0].ClientID == "" {
 				t.Errorf("DescribeGroups: %+v", desc)
 			}
+			// Every group operation: PLAINTEXT is ANONYMOUS, a super user
+			// (or no authorizer: Kafka then reports every operation).
+			if got, want := desc.AuthorizedOperations.Operations(), []riffle.ACLOperation{riffle.ACLOperationRead, riffle.ACLOperationDelete,
+				riffle.ACLOperationDescribe, riffle.ACLOperationDescribeConfigs, riffle.ACLOperationAlterConfigs}; !slices.Equal(got, want) {
+				t.Errorf("DescribeGroups authorized operations %v, want %v", got, want)
+			}
 			gs, err := adm.ListGroups(ctx)
 			i := slices.IndexFunc(gs, func(g riffle.GroupListing) bool { return g.Group == group })
 			if err != nil || i < 0 || gs[i].ProtocolType != "consumer" || gs[i].State != "Stable" {

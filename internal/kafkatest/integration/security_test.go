@@ -218,9 +218,9 @@ func newScramUser(t *testing.T, admin *riffle.Client) (string, *riffle.Client) {
 
 // A principal without ACLs gets the authorizer's typed errors from every
 // kind of Admin call (cluster, topic, group and transactional id
-// resources); with ACLs granted, DescribeCluster and DescribeTopics report
-// the operations it may perform (KIP-430), the implied ones included, and
-// a super user's cluster operations are all of them.
+// resources); with ACLs granted, DescribeCluster, DescribeTopics and
+// DescribeGroups report the operations it may perform (KIP-430), the
+// implied ones included, and a super user's are all of them.
 func TestAdminAuthorization(t *testing.T) {
 	needSASL(t)
 	admin := client(t) // PLAINTEXT: ANONYMOUS, a super user
@@ -333,6 +333,16 @@ func TestAdminAuthorization(t *testing.T) {
 	}
 	if _, err := adm.FetchOffsets(ctx, group); !errors.Is(err, riffle.ErrTopicAuthorization) && err != nil {
 		t.Errorf("FetchOffsets with READ on the group: %v", err)
+	}
+	if gs, err := adm.DescribeGroups(ctx, group); err != nil || gs[0].Err != nil ||
+		!slices.Equal(gs[0].AuthorizedOperations.Operations(), []riffle.ACLOperation{riffle.ACLOperationRead, riffle.ACLOperationDescribe}) {
+		t.Errorf("DescribeGroups with READ on the group: %+v %v, want operations READ and the DESCRIBE it implies", gs, err)
+	}
+	// Kafka's group operations (AclEntry.supportedOperations).
+	allGroupOps := []riffle.ACLOperation{riffle.ACLOperationRead, riffle.ACLOperationDelete, riffle.ACLOperationDescribe,
+		riffle.ACLOperationDescribeConfigs, riffle.ACLOperationAlterConfigs}
+	if gs, err := admin.Admin().DescribeGroups(ctx, group); err != nil || gs[0].Err != nil || !slices.Equal(gs[0].AuthorizedOperations.Operations(), allGroupOps) {
+		t.Errorf("the super user's DescribeGroups: %+v %v, want operations %v", gs, err, allGroupOps)
 	}
 	// WRITE on the topic is still missing.
 	if dels, err := adm.DeleteRecords(ctx, map[riffle.TopicPartition]int64{p0: 0}); err != nil || !errors.Is(dels[0].Err, riffle.ErrTopicAuthorization) {
