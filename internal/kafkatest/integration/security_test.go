@@ -146,8 +146,8 @@ func TestProduceWithoutWriteACL(t *testing.T) {
 }
 
 // A SCRAM credential made with AlterUserScramCredentials logs in (once it
-// reached the brokers), for both mechanisms; the super user logs in with
-// PLAIN too.
+// reached the brokers), for both mechanisms, and is refused once deleted;
+// the super user logs in with PLAIN too.
 func TestScramCredentialsLogIn(t *testing.T) {
 	needSASL(t)
 	admin := saslClient(t, riffle.SASLPlain(kafkatest.SuperUser, kafkatest.SuperPassword))
@@ -182,6 +182,34 @@ func TestScramCredentialsLogIn(t *testing.T) {
 	}
 	if !slices.ContainsFunc(creds[0].Credentials, func(c riffle.ScramCredentialInfo) bool { return c.Mechanism == riffle.ScramSHA512 }) {
 		t.Errorf("credentials %+v lack SCRAM-SHA-512", creds[0].Credentials)
+	}
+
+	// A deleted credential no longer logs in; the other one still does.
+	res, err := admin.Admin().AlterUserScramCredentials(ctx, riffle.ScramDeletion(user, riffle.ScramSHA256))
+	if err != nil || len(res) != 1 || res[0].Err != nil {
+		t.Fatalf("deleting the SCRAM-SHA-256 credential: %v %v", res, err)
+	}
+	ping := func(mech riffle.SASLMechanism) error {
+		cl, err := riffle.NewClient(riffle.SeedBrokers(env.cluster.SASLAddrs()...), riffle.DialTLS(env.cluster.TLSConfig()),
+			riffle.SASL(mech), riffle.Logger(slog.New(slog.DiscardHandler)))
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		return cl.Ping(timeout(t, 20*time.Second))
+	}
+	eventually(t, time.Minute, "the deleted credential refused", func() error {
+		if err := ping(riffle.SASLScramSHA256(user, "pw-"+riffle.ScramSHA256.String())); !errors.Is(err, riffle.ErrSASLAuthentication) {
+			return fmt.Errorf("logging in: %v, want ErrSASLAuthentication", err)
+		}
+		return nil
+	})
+	if err := ping(riffle.SASLScramSHA512(user, "pw-"+riffle.ScramSHA512.String())); err != nil {
+		t.Errorf("SCRAM-SHA-512 after the SCRAM-SHA-256 deletion: %v", err)
+	}
+	creds, err = admin.Admin().DescribeUserScramCredentials(ctx, user)
+	if err != nil || len(creds) != 1 || creds[0].Err != nil || len(creds[0].Credentials) != 1 || creds[0].Credentials[0].Mechanism != riffle.ScramSHA512 {
+		t.Errorf("DescribeUserScramCredentials after the deletion: %+v %v", creds, err)
 	}
 }
 
