@@ -22,9 +22,12 @@ import (
 // GroupConfigs is the configuration of one group.
 type GroupConfigs struct {
 	Group string
-	// Configs are sorted by name. A config the group does not override
-	// has Source DEFAULT_CONFIG (its Value the broker's default); an
-	// override has Source GROUP_CONFIG.
+	// Configs are sorted by name. An override has Source GROUP_CONFIG. A
+	// config the group does not override takes the broker's value of
+	// its group.* config: Source is that config's (DEFAULT_CONFIG, or
+	// e.g. STATIC_BROKER_CONFIG when server.properties sets
+	// group.consumer.heartbeat.interval.ms), and the Synonyms, named
+	// with the "group." prefix, say where it comes from.
 	Configs []ConfigEntry
 	// Err is why the group's configs could not be described, e.g.
 	// GROUP_AUTHORIZATION_FAILED, or ErrInvalidConfig for an empty name.

@@ -150,6 +150,12 @@ type GroupDescription struct {
 	Coordinator int32
 	// Members are sorted by member id.
 	Members []GroupMemberDescription
+	// AuthorizedOperations are what the client's principal may do with
+	// the group (KIP-430; Java's includeAuthorizedOperations, which
+	// DescribeGroups always asks for): e.g. READ and the DESCRIBE it
+	// implies. Not Known when the broker did not report them (before
+	// DescribeGroups v3, Kafka 2.3) or Err is set.
+	AuthorizedOperations ACLOperationSet
 	// Err is the group's error, e.g. ErrGroupIDNotFound for a group that
 	// does not exist (whatever the broker's version: older ones describe
 	// it as Dead without an error), ErrGroupAuthorization, or why its
@@ -166,6 +172,7 @@ func (a *Admin) DescribeGroups(ctx context.Context, groups ...string) ([]GroupDe
 		func(ctx context.Context, node int32, gs []string) (map[string]kmsg.DescribeGroupsResponseGroup, error) {
 			req := kmsg.NewPtrDescribeGroupsRequest()
 			req.Groups = gs
+			req.IncludeAuthorizedOperations = true
 			resp, err := a.c.cl.Request(ctx, node, cluster.ClassOther, req)
 			if err != nil {
 				return nil, err
@@ -221,6 +228,7 @@ func (a *Admin) DescribeGroups(ctx context.Context, groups ...string) ([]GroupDe
 		}
 		if d.Err == nil {
 			d.Type = "classic"
+			d.AuthorizedOperations = aclOperationsOf(g.AuthorizedOperations)
 		}
 		for _, m := range g.Members {
 			md := GroupMemberDescription{MemberID: m.MemberID, ClientID: m.ClientID, ClientHost: m.ClientHost}
@@ -255,6 +263,7 @@ func (a *Admin) describe848(ctx context.Context, groups []string) map[string]Gro
 		func(ctx context.Context, node int32, gs []string) (map[string]kmsg.ConsumerGroupDescribeResponseGroup, error) {
 			req := kmsg.NewPtrConsumerGroupDescribeRequest()
 			req.Groups = gs
+			req.IncludeAuthorizedOperations = true
 			resp, err := a.c.cl.Request(ctx, node, cluster.ClassOther, req)
 			if err != nil {
 				return nil, err
@@ -290,6 +299,7 @@ func (a *Admin) describe848(ctx context.Context, groups []string) map[string]Gro
 			out[name] = d
 			continue
 		}
+		d.AuthorizedOperations = aclOperationsOf(g.AuthorizedOperations)
 		for _, m := range g.Members {
 			md := GroupMemberDescription{MemberID: m.MemberID, ClientID: m.ClientID, ClientHost: m.ClientHost}
 			if m.InstanceID != nil {

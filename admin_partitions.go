@@ -357,7 +357,8 @@ func (t ElectionType) String() string {
 
 // ElectLeaders runs leader elections of the given type on partitions, or
 // on every partition when none is given (then the result lists the
-// partitions the controller reports). It goes to the controller, retried
+// partitions the controller reports: Kafka 4.4 reports only those it
+// elected a leader for, none on a balanced cluster). It goes to the controller, retried
 // when the controller moved. One result per partition, sorted:
 // ErrElectionNotNeeded when the preferred replica leads already,
 // ErrUnknownTopicOrPartition, or a top-level error (e.g.

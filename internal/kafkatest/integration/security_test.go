@@ -152,8 +152,8 @@ func TestProduceWithoutWriteACL(t *testing.T) {
 }
 
 // A SCRAM credential made with AlterUserScramCredentials logs in (once it
-// reached the brokers), for both mechanisms; the super user logs in with
-// PLAIN too.
+// reached the brokers), for both mechanisms, and is refused once deleted;
+// the super user logs in with PLAIN too.
 func TestScramCredentialsLogIn(t *testing.T) {
 	needSASL(t)
 	admin := saslClient(t, riffle.SASLPlain(kafkatest.SuperUser, kafkatest.SuperPassword))
@@ -188,5 +188,209 @@ func TestScramCredentialsLogIn(t *testing.T) {
 	}
 	if !slices.ContainsFunc(creds[0].Credentials, func(c riffle.ScramCredentialInfo) bool { return c.Mechanism == riffle.ScramSHA512 }) {
 		t.Errorf("credentials %+v lack SCRAM-SHA-512", creds[0].Credentials)
+	}
+
+	// A deleted credential no longer logs in; the other one still does.
+	res, err := admin.Admin().AlterUserScramCredentials(ctx, riffle.ScramDeletion(user, riffle.ScramSHA256))
+	if err != nil || len(res) != 1 || res[0].Err != nil {
+		t.Fatalf("deleting the SCRAM-SHA-256 credential: %v %v", res, err)
+	}
+	ping := func(mech riffle.SASLMechanism) error {
+		cl, err := riffle.NewClient(riffle.SeedBrokers(env.cluster.SASLAddrs()...), riffle.DialTLS(env.cluster.TLSConfig()),
+			riffle.SASL(mech), riffle.Logger(slog.New(slog.DiscardHandler)))
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		return cl.Ping(timeout(t, 20*time.Second))
+	}
+	eventually(t, time.Minute, "the deleted credential refused", func() error {
+		if err := ping(riffle.SASLScramSHA256(user, "pw-"+riffle.ScramSHA256.String())); !errors.Is(err, riffle.ErrSASLAuthentication) {
+			return fmt.Errorf("logging in: %v, want ErrSASLAuthentication", err)
+		}
+		return nil
+	})
+	if err := ping(riffle.SASLScramSHA512(user, "pw-"+riffle.ScramSHA512.String())); err != nil {
+		t.Errorf("SCRAM-SHA-512 after the SCRAM-SHA-256 deletion: %v", err)
+	}
+	creds, err = admin.Admin().DescribeUserScramCredentials(ctx, user)
+	if err != nil || len(creds) != 1 || creds[0].Err != nil || len(creds[0].Credentials) != 1 || creds[0].Credentials[0].Mechanism != riffle.ScramSHA512 {
+		t.Errorf("DescribeUserScramCredentials after the deletion: %+v %v", creds, err)
+	}
+}
+
+// errClusterAuthorization is CLUSTER_AUTHORIZATION_FAILED (31), and
+// errTxnIDAuthorization TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53):
+// riffle has no sentinel for them; KafkaErrorForCode matches the broker's
+// typed error.
+var (
+	errClusterAuthorization = riffle.KafkaErrorForCode(31)
+	errTxnIDAuthorization   = riffle.KafkaErrorForCode(53)
+)
+
+// newScramUser makes a SCRAM-SHA-512 user with no ACLs and returns a client
+// logged in as it, once the credential reached the brokers.
+func newScramUser(t *testing.T, admin *riffle.Client) (string, *riffle.Client) {
+	t.Helper()
+	user, pw := name(t, "u"), "pw"
+	ctx := timeout(t, time.Minute)
+	res, err := admin.Admin().AlterUserScramCredentials(ctx, riffle.ScramUpsertion(user, riffle.ScramSHA512, 0, pw))
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("AlterUserScramCredentials: %v %v", res, err)
+	}
+	eventually(t, time.Minute, user+" logging in", func() error {
+		cl, err := riffle.NewClient(riffle.SeedBrokers(env.cluster.SASLAddrs()...), riffle.DialTLS(env.cluster.TLSConfig()),
+			riffle.SASL(riffle.SASLScramSHA512(user, pw)), riffle.Logger(slog.New(slog.DiscardHandler)))
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		return cl.Ping(timeout(t, 20*time.Second))
+	})
+	return user, saslClient(t, riffle.SASLScramSHA512(user, pw), riffle.RetryTimeout(5*time.Second))
+}
+
+// A principal without ACLs gets the authorizer's typed errors from every
+// kind of Admin call (cluster, topic, group and transactional id
+// resources); with ACLs granted, DescribeCluster, DescribeTopics and
+// DescribeGroups report the operations it may perform (KIP-430), the
+// implied ones included, and a super user's are all of them.
+func TestAdminAuthorization(t *testing.T) {
+	needSASL(t)
+	admin := client(t) // PLAINTEXT: ANONYMOUS, a super user
+	ctx := timeout(t, 3*time.Minute)
+	tp := topic(t, admin, 1, nil)
+	p0 := riffle.TopicPartition{Topic: tp, Partition: 0}
+	group, txnID := name(t, "g"), name(t, "txn")
+	if err := admin.Admin().AlterGroupOffsets(ctx, group, map[riffle.TopicPartition]int64{p0: 0}); err != nil {
+		t.Fatal(err)
+	}
+	user, cl := newScramUser(t, admin)
+	adm := cl.Admin()
+
+	// Cluster resources.
+	if _, err := adm.DescribeACLs(ctx, riffle.ACLFilter{ResourceType: riffle.ACLResourceAny}); !errors.Is(err, errClusterAuthorization) {
+		t.Errorf("DescribeACLs: %v, want CLUSTER_AUTHORIZATION_FAILED", err)
+	}
+	if bcs, err := adm.DescribeBrokerConfigs(ctx, 1); err != nil || !errors.Is(bcs[0].Err, errClusterAuthorization) {
+		t.Errorf("DescribeBrokerConfigs: %v %v, want CLUSTER_AUTHORIZATION_FAILED", bcs, err)
+	}
+	lvl := "INFO"
+	if res, err := adm.IncrementalAlterBrokerLoggers(ctx, riffle.BrokerConfigChange{Broker: 1, Name: "root", Value: &lvl}); err != nil || !errors.Is(res.Err(), errClusterAuthorization) {
+		t.Errorf("IncrementalAlterBrokerLoggers: %v %v, want CLUSTER_AUTHORIZATION_FAILED", res, err)
+	}
+	if dirs, err := adm.DescribeLogDirs(ctx, 1); err != nil || !errors.Is(dirs[0].Err, errClusterAuthorization) {
+		t.Errorf("DescribeLogDirs: %+v %v, want CLUSTER_AUTHORIZATION_FAILED", dirs, err)
+	}
+	if res, err := adm.AlterClientQuotas(ctx, riffle.ClientQuotaAlteration{Entity: []riffle.QuotaEntityComponent{{Type: riffle.QuotaEntityUser, Name: user}},
+		Ops: []riffle.QuotaOp{{Key: "producer_byte_rate", Value: 1}}}); !errors.Is(err, errClusterAuthorization) && (len(res) != 1 || !errors.Is(res[0].Err, errClusterAuthorization)) {
+		t.Errorf("AlterClientQuotas: %v %v, want CLUSTER_AUTHORIZATION_FAILED", res, err)
+	}
+	if creds, err := adm.DescribeUserScramCredentials(ctx, user); !errors.Is(err, errClusterAuthorization) && (len(creds) != 1 || !errors.Is(creds[0].Err, errClusterAuthorization)) {
+		t.Errorf("DescribeUserScramCredentials: %+v %v, want CLUSTER_AUTHORIZATION_FAILED", creds, err)
+	}
+	if res, err := adm.AlterPartitionReassignments(ctx, map[riffle.TopicPartition][]int32{p0: {1}}); !errors.Is(err, errClusterAuthorization) && !errors.Is(res.Err(), errClusterAuthorization) {
+		t.Errorf("AlterPartitionReassignments: %v %v, want CLUSTER_AUTHORIZATION_FAILED", res, err)
+	}
+	if res, err := adm.ElectLeaders(ctx, riffle.ElectionPreferred, p0); !errors.Is(err, errClusterAuthorization) && !errors.Is(res.Err(), errClusterAuthorization) {
+		t.Errorf("ElectLeaders: %v %v, want CLUSTER_AUTHORIZATION_FAILED", res, err)
+	}
+	// Topic, group and transactional id resources.
+	if ds, err := adm.DescribeTopics(ctx, []string{tp}, riffle.IncludeAuthorizedOperations()); err != nil || !errors.Is(ds[0].Err, riffle.ErrTopicAuthorization) {
+		t.Errorf("DescribeTopics: %+v %v, want ErrTopicAuthorization", ds, err)
+	}
+	if res, err := adm.CreatePartitions(ctx, 2, tp); err != nil || !errors.Is(res.Err(), riffle.ErrTopicAuthorization) {
+		t.Errorf("CreatePartitions: %v %v, want ErrTopicAuthorization", res, err)
+	}
+	if dels, err := adm.DeleteRecords(ctx, map[riffle.TopicPartition]int64{p0: 0}); err != nil || !errors.Is(dels[0].Err, riffle.ErrTopicAuthorization) {
+		t.Errorf("DeleteRecords: %v %v, want ErrTopicAuthorization", dels, err)
+	}
+	if gs, err := adm.DescribeGroups(ctx, group); err != nil || !errors.Is(gs[0].Err, riffle.ErrGroupAuthorization) {
+		t.Errorf("DescribeGroups: %+v %v, want ErrGroupAuthorization", gs, err)
+	}
+	if _, err := adm.FetchOffsets(ctx, group); !errors.Is(err, riffle.ErrGroupAuthorization) {
+		t.Errorf("FetchOffsets: %v, want ErrGroupAuthorization", err)
+	}
+	if gs, err := adm.ListGroups(ctx); err != nil || slices.ContainsFunc(gs, func(g riffle.GroupListing) bool { return g.Group == group }) {
+		t.Errorf("ListGroups lists a group the user may not describe: %v", err)
+	}
+	if ds, err := adm.DescribeTransactions(ctx, txnID); err != nil || !errors.Is(ds[0].Err, errTxnIDAuthorization) {
+		t.Errorf("DescribeTransactions: %+v %v, want TRANSACTIONAL_ID_AUTHORIZATION_FAILED", ds, err)
+	}
+	info, err := adm.DescribeCluster(ctx, riffle.IncludeAuthorizedOperations())
+	if err != nil || !info.AuthorizedOperations.Known() || len(info.AuthorizedOperations.Operations()) != 0 {
+		t.Errorf("DescribeCluster authorized operations without ACLs: %v %v, want known and empty", info.AuthorizedOperations, err)
+	}
+
+	// Granted: DESCRIBE on the cluster, ALTER on the topic (which implies
+	// DESCRIBE), READ on the group.
+	principal := "User:" + user
+	acls := []riffle.ACLBinding{
+		{ResourceType: riffle.ACLResourceCluster, ResourceName: "kafka-cluster", Principal: principal, Operation: riffle.ACLOperationDescribe, Permission: riffle.ACLPermissionAllow},
+		{ResourceType: riffle.ACLResourceTopic, ResourceName: tp, Principal: principal, Operation: riffle.ACLOperationAlter, Permission: riffle.ACLPermissionAllow},
+		{ResourceType: riffle.ACLResourceGroup, ResourceName: group, Principal: principal, Operation: riffle.ACLOperationRead, Permission: riffle.ACLPermissionAllow},
+	}
+	created, err := admin.Admin().CreateACLs(ctx, acls...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range created {
+		if r.Err != nil {
+			t.Fatalf("CreateACLs %v: %v", r.ACL, r.Err)
+		}
+	}
+	t.Cleanup(func() {
+		_, _ = admin.Admin().DeleteACLs(timeout(t, 30*time.Second), riffle.ACLFilter{ResourceType: riffle.ACLResourceAny, Principal: principal})
+	})
+	eventually(t, time.Minute, "the granted operations reported", func() error {
+		info, err := adm.DescribeCluster(ctx, riffle.IncludeAuthorizedOperations())
+		if err != nil {
+			return err
+		}
+		if ops := info.AuthorizedOperations; !ops.Has(riffle.ACLOperationDescribe) || ops.Has(riffle.ACLOperationAlter) {
+			return fmt.Errorf("cluster operations %v", ops)
+		}
+		ds, err := adm.DescribeTopics(ctx, []string{tp}, riffle.IncludeAuthorizedOperations())
+		if err != nil || ds[0].Err != nil {
+			return fmt.Errorf("DescribeTopics: %+v %v", ds, err)
+		}
+		if ops := ds[0].AuthorizedOperations; !slices.Equal(ops.Operations(), []riffle.ACLOperation{riffle.ACLOperationAlter, riffle.ACLOperationDescribe}) {
+			return fmt.Errorf("topic operations %v, want ALTER and the DESCRIBE it implies", ops)
+		}
+		return nil
+	})
+	if ds, err := adm.DescribeTopics(ctx, []string{tp}); err != nil || ds[0].AuthorizedOperations.Known() {
+		t.Errorf("DescribeTopics without IncludeAuthorizedOperations: %+v %v, want operations not Known", ds, err)
+	}
+	if dirs, err := adm.DescribeLogDirs(ctx, 1); err != nil || dirs[0].Err != nil {
+		t.Errorf("DescribeLogDirs with DESCRIBE on the cluster: %+v %v", dirs, err)
+	}
+	if _, err := adm.FetchOffsets(ctx, group); !errors.Is(err, riffle.ErrTopicAuthorization) && err != nil {
+		t.Errorf("FetchOffsets with READ on the group: %v", err)
+	}
+	if gs, err := adm.DescribeGroups(ctx, group); err != nil || gs[0].Err != nil ||
+		!slices.Equal(gs[0].AuthorizedOperations.Operations(), []riffle.ACLOperation{riffle.ACLOperationRead, riffle.ACLOperationDescribe}) {
+		t.Errorf("DescribeGroups with READ on the group: %+v %v, want operations READ and the DESCRIBE it implies", gs, err)
+	}
+	// Kafka's group operations (AclEntry.supportedOperations).
+	allGroupOps := []riffle.ACLOperation{riffle.ACLOperationRead, riffle.ACLOperationDelete, riffle.ACLOperationDescribe,
+		riffle.ACLOperationDescribeConfigs, riffle.ACLOperationAlterConfigs}
+	if gs, err := admin.Admin().DescribeGroups(ctx, group); err != nil || gs[0].Err != nil || !slices.Equal(gs[0].AuthorizedOperations.Operations(), allGroupOps) {
+		t.Errorf("the super user's DescribeGroups: %+v %v, want operations %v", gs, err, allGroupOps)
+	}
+	// WRITE on the topic is still missing.
+	if dels, err := adm.DeleteRecords(ctx, map[riffle.TopicPartition]int64{p0: 0}); err != nil || !errors.Is(dels[0].Err, riffle.ErrTopicAuthorization) {
+		t.Errorf("DeleteRecords without DELETE: %v %v, want ErrTopicAuthorization", dels, err)
+	}
+
+	super, err := admin.Admin().DescribeCluster(ctx, riffle.IncludeAuthorizedOperations())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range []riffle.ACLOperation{riffle.ACLOperationAlter, riffle.ACLOperationDescribe, riffle.ACLOperationClusterAction,
+		riffle.ACLOperationCreate, riffle.ACLOperationAlterConfigs, riffle.ACLOperationIdempotentWrite} {
+		if !super.AuthorizedOperations.Has(op) {
+			t.Errorf("the super user's cluster operations %v lack %v", super.AuthorizedOperations, op)
+		}
 	}
 }
