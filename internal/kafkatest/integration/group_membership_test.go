@@ -43,7 +43,7 @@ func newGroupFixture(t *testing.T, parts int) *groupFixture {
 	admin := client(t)
 	f := &groupFixture{t: t, admin: admin, topic: topic(t, admin, int32(parts), nil), group: name(t, "g"), parts: parts,
 		ctx: timeout(t, 5*time.Minute), ledger: &groupLedger{seen: map[string]int{}}}
-	p, err := riffle.NewProducer(admin)
+	p, err := riffle.NewProducer(admin, riffle.WithPartitioner(riffle.ManualPartitioner())) // Record.Partition
 	if err != nil {
 		t.Fatal(err)
 	}
