@@ -36,7 +36,7 @@ type txnState struct {
 	mu      sync.Mutex // guards the fields below
 	m       txn.Machine
 	failed  chan struct{}      // closed when m enters an error state; new for each transaction
-	start   time.Time          // when the coordinator learnt of the transaction (see timeoutHint)
+	start   time.Time          // when the coordinator learnt of the transaction (see timedOut)
 	coords  map[coordKey]int32 // known coordinators
 	v2      bool               // the coordinator supports KIP-890 (see learn)
 	canBump bool               // the coordinator bumps epochs (KIP-360)

@@ -309,7 +309,8 @@ func (s *txnState) endTxn(ctx context.Context, commit bool) (next *producer.Iden
 			if commit {
 				verb = "committing"
 			}
-			return &coordError{txn.OpEndTxn, er.ErrorCode, fmt.Errorf("EndTxn %s the transaction of %q: %w%s", verb, s.id, kafkaerr.ForCode(er.ErrorCode), s.timeoutHint())}
+			err := fmt.Errorf("EndTxn %s the transaction of %q: %w", verb, s.id, kafkaerr.ForCode(er.ErrorCode))
+			return &coordError{txn.OpEndTxn, er.ErrorCode, s.timedOut(err)}
 		}
 		if er.Version >= 5 && er.ProducerID >= 0 && er.ProducerEpoch >= 0 && (er.ProducerID != id.ID || er.ProducerEpoch != id.Epoch) {
 			next = &producer.Identity{ID: er.ProducerID, Epoch: er.ProducerEpoch}
@@ -319,20 +320,21 @@ func (s *txnState) endTxn(ctx context.Context, commit bool) (next *producer.Iden
 	return next, a, err
 }
 
-// timeoutHint says, in an error of the coordinator, that the transaction
-// has been open longer than TransactionTimeout: the coordinator aborts
-// such a transaction and bumps the epoch, so it is the likely cause.
-func (s *txnState) timeoutHint() string {
+// timedOut adds to err, an error of the coordinator, that the transaction
+// has been open longer than TransactionTimeout, if it has: the coordinator
+// aborts such a transaction and bumps the epoch, so it is the likely
+// cause. The result then matches ErrTransactionTimedOut.
+func (s *txnState) timedOut(err error) error {
 	s.mu.Lock()
 	start := s.start
 	s.mu.Unlock()
 	if start.IsZero() {
-		return ""
+		return err
 	}
 	if open := time.Since(start); open > s.timeout {
-		return fmt.Sprintf(" (the transaction was open for %v, beyond TransactionTimeout %v: the coordinator has likely aborted it)", open.Round(time.Millisecond), s.timeout)
+		return fmt.Errorf("%w (%w: the transaction was open for %v, beyond TransactionTimeout %v: the coordinator has likely aborted it)", err, ErrTransactionTimedOut, open.Round(time.Millisecond), s.timeout)
 	}
-	return ""
+	return err
 }
 
 // addOffsets adds group to the transaction (v1, AddOffsetsToTxn).

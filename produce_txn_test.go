@@ -565,13 +565,83 @@ func TestTxnTimeout(t *testing.T) {
 			func() string { return "the coordinator never aborted the transaction" })
 		err := p.CommitTransaction(ctx)
 		t.Logf("commit after the timeout: %v", err)
-		if !errors.Is(err, ErrTransactionFatal) || !strings.Contains(err.Error(), "TransactionTimeout") {
+		if !errors.Is(err, ErrTransactionFatal) || !errors.Is(err, ErrTransactionTimedOut) || !strings.Contains(err.Error(), "TransactionTimeout") {
 			t.Fatalf("commit after the timeout: %v", err)
+		}
+		// v2: the coordinator takes the old epoch for a retry of its
+		// own abort and refuses the commit (INVALID_TXN_STATE), as
+		// Kafka 4.4 does; v1: the old epoch is fenced.
+		if mode.v2 && !errors.Is(err, ErrInvalidTxnState) || !mode.v2 && !errors.Is(err, ErrProducerFenced) {
+			t.Fatalf("commit after the timeout (v2 %v): %v", mode.v2, err)
 		}
 		if err := p.BeginTransaction(); !errors.Is(err, ErrTransactionFatal) {
 			t.Fatalf("begin after the timeout: %v", err)
 		}
 		checkRead(t, cl, "t", nil, values(rs))
+	})
+}
+
+// A record produced after the coordinator aborted the transaction for
+// its TransactionTimeout fails; the abort then asks the coordinator.
+// Under v2 the partition leader answers INVALID_PRODUCER_EPOCH
+// (abortable, Java's InvalidProducerEpochException), and the coordinator
+// takes the abort with the old epoch for a retry of its own and answers
+// the epoch it bumped: the producer goes on, as Java's does (Kafka 4.4,
+// TestTransactionTimeoutThenAbort in the integration suite). Under v1 the
+// producer cannot go on.
+//
+// kfake's produce with a stale epoch adds the partition to a new
+// transaction before it checks the epoch (its implicit KIP-890 add),
+// after which the coordinator fences the abort; Kafka's leader verifies
+// with the coordinator first and adds nothing. So under v2 the leader's
+// answer is injected (a fault) as Kafka gives it.
+func TestTxnTimeoutAbortGoesOn(t *testing.T) {
+	forModes(t, func(t *testing.T, mode txnMode) {
+		fake, cl, _ := txnCluster(t, mode, "t")
+		ctx := txnCtx(t)
+		p := startTxn(t, cl, "txn-timeout-abort", TransactionTimeout(time.Second))
+		if err := p.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		rs := recs("t", "late", 4)
+		if err := p.ProduceSync(ctx, rs...); err != nil {
+			t.Fatal(err)
+		}
+		waitUntil(t, 30*time.Second, func() bool { return coordTxnState(t, cl, "txn-timeout-abort") == TransactionStateEmpty },
+			func() string { return "the coordinator never aborted the transaction" })
+		if mode.v2 {
+			fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "t", Err: kerr.InvalidProducerEpoch})
+		}
+		perr := p.ProduceSync(ctx, &Record{Topic: "t", Partition: rs[0].Partition, Value: []byte("after")})
+		if !mode.v2 {
+			// kfake answers PRODUCER_FENCED (AddPartitionsToTxn) or
+			// INVALID_TXN_STATE (a partition the old transaction
+			// had): either way the producer cannot go on.
+			if perr == nil {
+				t.Fatal("v1 produce after the timeout succeeded")
+			}
+			if err := p.AbortTransaction(ctx); !errors.Is(err, ErrTransactionFatal) {
+				t.Fatalf("v1 abort after the timeout: %v, want ErrTransactionFatal", err)
+			}
+			return
+		}
+		if !errors.Is(perr, ErrTransactionAbortable) || !errors.Is(perr, KafkaErrorForCode(kerr.InvalidProducerEpoch.Code)) {
+			t.Fatalf("produce after the timeout: %v, want ErrTransactionAbortable with INVALID_PRODUCER_EPOCH", perr)
+		}
+		if err := p.AbortTransaction(ctx); err != nil {
+			t.Fatalf("v2 abort after the timeout: %v, want the producer to go on", err)
+		}
+		if err := p.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		next := recs("t", "next", 4)
+		if err := p.ProduceSync(ctx, next...); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.CommitTransaction(ctx); err != nil {
+			t.Fatal(err)
+		}
+		checkRead(t, cl, "t", values(next), append(values(rs), values(next)...))
 	})
 }
 

@@ -42,9 +42,10 @@ var (
 	// TransactionTimeout, and fencing (ErrProducerFenced).
 	ErrTransactionFatal = txn.ErrFatal
 	// ErrProducerFenced: another producer with the same TransactionalID
-	// ran InitTransactions (or the coordinator aborted this producer's
-	// transaction after TransactionTimeout and bumped its epoch); this
-	// one may write nothing more. It matches ErrTransactionFatal.
+	// ran InitTransactions (or, under transactions v1, the coordinator
+	// aborted this producer's transaction after TransactionTimeout and
+	// bumped its epoch; see ErrTransactionTimedOut for v2); this one may
+	// write nothing more. It matches ErrTransactionFatal.
 	ErrProducerFenced = txn.ErrFenced
 	// ErrTransactionAborted: the record was not written because its
 	// transaction was aborted (its callback gets it).
@@ -54,6 +55,27 @@ var (
 	// the transactional id. Fatal (it comes wrapped in
 	// ErrTransactionFatal).
 	ErrTransactionalIDAuthorization = kafkaerr.ForCode(kafkaerr.TransactionalIDAuthorizationFailed)
+	// ErrInvalidTxnState is INVALID_TXN_STATE: the coordinator refused a
+	// transition of the transaction's state (Java's
+	// InvalidTxnStateException). Fatal. Under transactions v2 (Kafka
+	// 4.x) it is what a CommitTransaction gets once the coordinator
+	// aborted the transaction for outliving TransactionTimeout (the
+	// error then also matches ErrTransactionTimedOut).
+	ErrInvalidTxnState = kafkaerr.ForCode(kafkaerr.InvalidTxnState)
+	// ErrTransactionTimedOut marks an error of the transaction
+	// coordinator (or a producer fenced after a partition leader
+	// rejected its epoch) that came once the transaction had been open
+	// longer than TransactionTimeout: the coordinator has almost
+	// certainly aborted it. The error also matches its cause and class.
+	// On Kafka 4.x (transactions v2), after the coordinator aborted a
+	// timed-out transaction: CommitTransaction fails with
+	// ErrTransactionFatal, ErrInvalidTxnState and this (Java: an
+	// InvalidTxnStateException); a record produced fails with
+	// ErrTransactionAbortable wrapping INVALID_PRODUCER_EPOCH (Java's
+	// InvalidProducerEpochException), and AbortTransaction then
+	// succeeds: the producer goes on with the epoch the coordinator
+	// bumped, as Java's does. Under v1 both fail with ErrProducerFenced.
+	ErrTransactionTimedOut = errors.New("riffle: transaction timed out")
 )
 
 // GroupMetadata identifies a consumer group member for
@@ -192,7 +214,8 @@ func (p *Producer) BeginTransaction() error {
 // failure, without committing: call AbortTransaction. A fatal error
 // (ErrTransactionFatal, ErrProducerFenced) means the producer can do
 // nothing more; when the transaction was open longer than
-// TransactionTimeout the message says the coordinator likely aborted it.
+// TransactionTimeout it also matches ErrTransactionTimedOut (on Kafka 4.x
+// with ErrInvalidTxnState: the coordinator aborted it).
 // Retriable coordinator errors are retried within ctx and the client's
 // RetryTimeout; if either ends first, the outcome is unknown and it
 // returns that error: call CommitTransaction again to finish the commit
@@ -266,8 +289,11 @@ func (p *Producer) CommitTransaction(ctx context.Context) error {
 // If a partition leader answered that the producer's epoch is stale (the
 // coordinator aborted the transaction after TransactionTimeout, or another
 // producer with the same TransactionalID took over), the transaction is
-// already aborted and the producer cannot continue: it fails with
-// ErrProducerFenced. A commit that may have reached the coordinator cannot
+// already aborted. Under transactions v2 the abort still asks the
+// coordinator, which answers a producer whose timed-out transaction it
+// aborted with the epoch it bumped: the abort succeeds and the producer
+// goes on (as Java's). A producer another one fenced (or any under v1)
+// fails with ErrProducerFenced. A commit that may have reached the coordinator cannot
 // be aborted (ErrTransactionState: call CommitTransaction again).
 // Retriable errors are handled as in CommitTransaction: if ctx or the
 // retry budget ends first, call AbortTransaction again.
@@ -305,13 +331,17 @@ func (p *Producer) abort(ctx context.Context) error {
 		s.m.EndSent()
 	}
 	s.mu.Unlock()
-	if stale {
+	if stale && !(started && s.isV2()) {
 		// Only the coordinator bumps the epoch past ours, and it does
-		// so when it aborts our transaction itself: there is nothing
-		// left to abort, and no epoch this producer may use.
-		return s.fail(txn.Fenced, fmt.Errorf("a partition leader rejected the epoch of transactional id %q: the coordinator aborted the transaction (TransactionTimeout %v) or another producer took the id over%s",
-			s.id, s.timeout, s.timeoutHint()))
+		// so when it aborts our transaction itself: under v1 there is
+		// nothing left to abort, and no epoch this producer may use.
+		return s.fail(txn.Fenced, s.timedOut(fmt.Errorf("a partition leader rejected the epoch of transactional id %q: the coordinator aborted the transaction (TransactionTimeout %v) or another producer took the id over",
+			s.id, s.timeout)))
 	}
+	// Under v2 the coordinator decides: after aborting a timed-out
+	// transaction with one epoch bump it takes our abort as a retry of
+	// its own and answers the new epoch (Java then goes on); a producer
+	// that another one fenced gets PRODUCER_FENCED.
 	var next *producer.Identity
 	if started {
 		n, a, err := s.endTxn(ctx, false)
@@ -326,6 +356,9 @@ func (p *Producer) abort(ctx context.Context) error {
 			return s.fail(a, err)
 		}
 		next = n
+	}
+	if stale && next == nil {
+		return s.fail(txn.Fenced, s.timedOut(fmt.Errorf("a partition leader rejected the epoch of transactional id %q and the coordinator's abort gave no new one: another producer took the id over", s.id)))
 	}
 	if next == nil && needBump {
 		if !canBump {

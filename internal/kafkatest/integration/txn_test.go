@@ -206,3 +206,185 @@ func TestExactlyOnceGroup(t *testing.T) {
 		t.Errorf("member 2 handled nothing")
 	}
 }
+
+// A transaction left open past TransactionTimeout is aborted by the
+// coordinator, which bumps the producer's epoch once. Under transactions
+// v2 it takes the old epoch for a retry, so a commit is refused with
+// INVALID_TXN_STATE: the producer's commit fails fatally (Java: an
+// InvalidTxnStateException) with ErrInvalidTxnState and
+// ErrTransactionTimedOut; read_committed readers see none of the
+// transaction's records.
+func TestTransactionTimeoutAborts(t *testing.T) {
+	need(t)
+	cl := client(t)
+	tp := topic(t, cl, 2, nil)
+	id := name(t, "txn")
+	ctx := timeout(t, 2*time.Minute)
+	p := txnProducer(t, cl, id, riffle.TransactionTimeout(2*time.Second))
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ProduceSync(ctx, &riffle.Record{Topic: tp, Partition: 0, Value: []byte("stalled-0")}, &riffle.Record{Topic: tp, Partition: 1, Value: []byte("stalled-1")}); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := cl.Admin().DescribeTransactions(ctx, id)
+	if err != nil || len(ds) != 1 || ds[0].Err != nil {
+		t.Fatalf("DescribeTransactions: %v %v", ds, err)
+	}
+	openEpoch := ds[0].ProducerEpoch
+	if ds[0].State != riffle.TransactionStateOngoing || ds[0].Timeout != 2*time.Second {
+		t.Fatalf("the open transaction: state %s, timeout %v", ds[0].State, ds[0].Timeout)
+	}
+	// The stall: the coordinator aborts it (its sweep runs every second
+	// on the harness, transaction.abort.timed.out.transaction.cleanup.interval.ms).
+	var after riffle.TransactionDescription
+	eventually(t, time.Minute, "the coordinator aborting the timed-out transaction", func() error {
+		ds, err := cl.Admin().DescribeTransactions(ctx, id)
+		if err != nil {
+			return err
+		}
+		if len(ds) != 1 || ds[0].Err != nil {
+			return fmt.Errorf("%+v", ds)
+		}
+		after = ds[0]
+		if after.State != riffle.TransactionStateCompleteAbort {
+			return fmt.Errorf("state %s epoch %d", after.State, after.ProducerEpoch)
+		}
+		return nil
+	})
+	t.Logf("coordinator: epoch %d while open, %d after the timeout abort (%s)", openEpoch, after.ProducerEpoch, after.State)
+	if after.ProducerEpoch <= openEpoch {
+		t.Errorf("the timeout abort left the epoch at %d (was %d): no fence", after.ProducerEpoch, openEpoch)
+	}
+	err = p.CommitTransaction(ctx)
+	t.Logf("commit after the timeout: %v", err)
+	if !errors.Is(err, riffle.ErrTransactionFatal) || !errors.Is(err, riffle.ErrInvalidTxnState) || !errors.Is(err, riffle.ErrTransactionTimedOut) {
+		t.Fatalf("commit after the timeout: %v, want ErrTransactionFatal with ErrInvalidTxnState and ErrTransactionTimedOut", err)
+	}
+	if err := p.BeginTransaction(); !errors.Is(err, riffle.ErrTransactionFatal) {
+		t.Errorf("begin after the failed commit: %v, want ErrTransactionFatal", err)
+	}
+	if got := allValues(readAll(t, cl, tp, riffle.ReadCommitted)); len(got) != 0 {
+		t.Errorf("read_committed sees %q of the timed-out transaction", got)
+	}
+	if got := allValues(readAll(t, cl, tp, riffle.ReadUncommitted)); !slices.Equal(got, []string{"stalled-0", "stalled-1"}) {
+		t.Errorf("read_uncommitted: %q", got)
+	}
+}
+
+// The same with the stalled producer's next call a produce: it fails
+// with INVALID_PRODUCER_EPOCH, abortable (Java's
+// InvalidProducerEpochException); the abort then asks the coordinator,
+// which (transactions v2) takes the old epoch for a retry of its own
+// abort and answers the bumped epoch: the producer goes on, as Java's
+// does, and its next transaction commits.
+func TestTransactionTimeoutThenAbort(t *testing.T) {
+	need(t)
+	cl := client(t)
+	tp := topic(t, cl, 1, nil)
+	id := name(t, "txn")
+	ctx := timeout(t, 2*time.Minute)
+	p := txnProducer(t, cl, id, riffle.TransactionTimeout(2*time.Second))
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ProduceSync(ctx, &riffle.Record{Topic: tp, Value: []byte("stalled")}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, "the coordinator aborting the timed-out transaction", func() error {
+		ds, err := cl.Admin().DescribeTransactions(ctx, id)
+		if err != nil {
+			return err
+		}
+		if len(ds) != 1 || ds[0].Err != nil || ds[0].State != riffle.TransactionStateCompleteAbort {
+			return fmt.Errorf("%+v", ds)
+		}
+		return nil
+	})
+	perr := p.ProduceSync(ctx, &riffle.Record{Topic: tp, Value: []byte("late")})
+	t.Logf("produce after the timeout: %v", perr)
+	if !errors.Is(perr, riffle.ErrTransactionAbortable) || !errors.Is(perr, riffle.KafkaErrorForCode(47)) {
+		t.Fatalf("produce after the timeout: %v, want ErrTransactionAbortable wrapping INVALID_PRODUCER_EPOCH", perr)
+	}
+	if err := p.AbortTransaction(ctx); err != nil {
+		t.Fatalf("abort after the timeout: %v, want the producer to go on with the coordinator's epoch", err)
+	}
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ProduceSync(ctx, &riffle.Record{Topic: tp, Value: []byte("next")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.CommitTransaction(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := allValues(readAll(t, cl, tp, riffle.ReadCommitted)); !slices.Equal(got, []string{"next"}) {
+		t.Errorf("read_committed: %q, want only the next transaction's record", got)
+	}
+}
+
+// Transactions version 2 (KIP-890) is finalized on a 4.4 cluster, and
+// under it every transaction ends with an epoch bump: the coordinator's
+// epoch after each commit is one more than before, and the partition's
+// producer state (DescribeProducers) follows.
+func TestTransactionVersion2BumpsEpoch(t *testing.T) {
+	need(t)
+	cl := client(t)
+	ctx := timeout(t, 2*time.Minute)
+	feats, err := cl.Admin().DescribeFeatures(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, ok := feats.Finalized["transaction.version"]; !ok || r.Max != 2 {
+		t.Fatalf("transaction.version finalized at %+v (%v), want 2", r, ok)
+	}
+	tp := topic(t, cl, 1, nil)
+	id := name(t, "txn")
+	p := txnProducer(t, cl, id)
+	coordEpoch := func() (int64, int16) {
+		t.Helper()
+		ds, err := cl.Admin().DescribeTransactions(ctx, id)
+		if err != nil || len(ds) != 1 || ds[0].Err != nil {
+			t.Fatalf("DescribeTransactions: %v %v", ds, err)
+		}
+		return ds[0].ProducerID, ds[0].ProducerEpoch
+	}
+	pid, epoch := coordEpoch()
+	for i := range 4 {
+		if err := p.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.ProduceSync(ctx, &riffle.Record{Topic: tp, Value: []byte(strconv.Itoa(i))}); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.CommitTransaction(ctx); err != nil {
+			t.Fatal(err)
+		}
+		gotPID, got := coordEpoch()
+		if gotPID != pid || got != epoch+1 {
+			t.Errorf("transaction %d: coordinator has producer %d epoch %d, want %d epoch %d", i, gotPID, got, pid, epoch+1)
+		}
+		epoch = got
+		// The commit marker is written with the bumped epoch: the
+		// partition's producer state has it once the marker landed.
+		eventually(t, 30*time.Second, "the partition's producer state at the coordinator's epoch", func() error {
+			ps, err := cl.Admin().DescribeProducers(ctx, riffle.TopicPartition{Topic: tp})
+			if err != nil {
+				return err
+			}
+			if len(ps) != 1 || ps[0].Err != nil {
+				return fmt.Errorf("%v", ps)
+			}
+			for _, s := range ps[0].Producers {
+				if s.ProducerID == pid && s.ProducerEpoch == epoch && s.CurrentTxnStartOffset < 0 {
+					return nil
+				}
+			}
+			return fmt.Errorf("%v, want producer %d at epoch %d with no open transaction", ps[0], pid, epoch)
+		})
+	}
+	t.Logf("producer %d at epoch %d after 4 transactions", pid, epoch)
+	if got := allValues(readAll(t, cl, tp, riffle.ReadCommitted)); !slices.Equal(got, strings.Fields("0 1 2 3")) {
+		t.Errorf("read_committed: %q", got)
+	}
+}
