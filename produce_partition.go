@@ -334,15 +334,30 @@ func (s *partState) expire(now time.Time) {
 		return now.Sub(b.Payload.(*pbatch).created) > s.p.cfg.deliveryTimeout
 	})
 	bad := s.sealDueLocked() // the batch it waited for may be gone
+	errs := make([]error, len(out))
+	for i, b := range out {
+		errs[i] = deliveryTimeoutErr(s.topic.name, s.id, s.p.cfg.deliveryTimeout, b.Attempts, b.Payload.(*pbatch).lastErr)
+	}
 	s.mu.Unlock()
 	s.failBad([]*pbatch{bad})
-	for _, b := range out {
-		s.p.finish(b.Payload.(*pbatch), s.topic.name, s.id, -1,
-			fmt.Errorf("%s[%d]: %w (%v) after %d attempts", s.topic.name, s.id, ErrDeliveryTimeout, s.p.cfg.deliveryTimeout, b.Attempts))
+	for i, b := range out {
+		s.p.finish(b.Payload.(*pbatch), s.topic.name, s.id, -1, errs[i])
 	}
 	if needBump {
 		s.p.requestBump()
 	}
+}
+
+// deliveryTimeoutErr is the error of a batch of topic[partition] that
+// the delivery timeout failed after attempts sends. It wraps
+// ErrDeliveryTimeout and the error of the batch's last attempt, if any
+// (e.g. NOT_ENOUGH_REPLICAS while too few replicas are in sync): that is
+// why it was not delivered.
+func deliveryTimeoutErr(topic string, partition int32, timeout time.Duration, attempts int, last error) error {
+	if last == nil {
+		return fmt.Errorf("%s[%d]: %w (%v) after %d attempts", topic, partition, ErrDeliveryTimeout, timeout, attempts)
+	}
+	return fmt.Errorf("%s[%d]: %w (%v) after %d attempts; last error: %w", topic, partition, ErrDeliveryTimeout, timeout, attempts, last)
 }
 
 // expireLoop enforces the delivery timeout.

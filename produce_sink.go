@@ -318,6 +318,9 @@ func (p *Producer) complete(node int32, it sentItem, pr *kmsg.ProduceResponse, r
 	if res.Completed != nil {
 		part.retries = 0
 	}
+	if perr != nil && res.Completed != it.b && res.Failed != it.b {
+		it.b.Payload.(*pbatch).lastErr = perr
+	}
 	if res.Rewound {
 		if retryAtOnce(brokerCode(perr, reqErr), node, part.leader()) {
 			// The leader moved (a hint in this answer, or a refresh

@@ -35,7 +35,9 @@ var (
 	// without log truncation). The records carrying it were not written.
 	ErrDataLoss = errors.New("riffle: idempotent producer detected possible data loss")
 	// ErrDeliveryTimeout: the record was not sent within DeliveryTimeout
-	// (it was never written).
+	// (it was never written). The error wraps the last attempt's error,
+	// if there was one (e.g. NOT_ENOUGH_REPLICAS), so errors.Is finds it
+	// and IsRetriable follows it.
 	ErrDeliveryTimeout = errors.New("riffle: delivery timeout expired")
 	// ErrInvalidPartition: the record's partition does not exist.
 	ErrInvalidPartition = errors.New("riffle: partition out of range")
@@ -151,10 +153,13 @@ type pbatch struct {
 	recs []pendingRecord
 	// part takes recs back for its next batch once the callbacks ran
 	// (nil: recs is left to the GC).
-	part      *partState
-	created   time.Time
-	done      atomic.Bool // callbacks fired
-	sealErr   error
+	part    *partState
+	created time.Time
+	done    atomic.Bool // callbacks fired
+	sealErr error
+	// lastErr is the error of the batch's last attempt, if it failed
+	// (guarded by part.mu), named when the delivery timeout fails it.
+	lastErr   error
 	wireBytes int
 	rawBytes  int // before compression
 }
