@@ -386,7 +386,9 @@ func TestProduceDeliveryTimeoutNamesLastError(t *testing.T) {
 	if !errors.Is(err, KafkaErrorForCode(kerr.NotEnoughReplicas.Code)) || !strings.Contains(err.Error(), "NOT_ENOUGH_REPLICAS") {
 		t.Errorf("the delivery timeout does not name the last error NOT_ENOUGH_REPLICAS: %v", err)
 	}
-	t.Logf("%v", err)
+	if n := strings.Count(err.Error(), "t[0]: "); n != 1 {
+		t.Errorf("the error names the partition %d times: %v", n, err)
+	}
 	if refused.Hits() < 2 {
 		t.Errorf("the broker refused %d produce requests, want retries", refused.Hits())
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -284,7 +285,11 @@ func (p *Producer) ProduceSync(ctx context.Context, recs ...*Record) error {
 		p.produce(ctx, r, func(r *Record, err error) {
 			if err != nil {
 				mu.Lock()
-				all = append(all, fmt.Errorf("%s[%d]: %w", r.Topic, r.Partition, err))
+				// Most errors name the partition already.
+				if prefix := fmt.Sprintf("%s[%d]: ", r.Topic, r.Partition); !strings.HasPrefix(err.Error(), prefix) {
+					err = fmt.Errorf("%s%w", prefix, err)
+				}
+				all = append(all, err)
 				mu.Unlock()
 			}
 			if left.Add(-1) == 0 {
