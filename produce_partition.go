@@ -368,17 +368,25 @@ func (s *partState) expire(now time.Time) {
 	for i, b := range out {
 		cause := causes[i]
 		if cause == nil && !b.Pinned() {
-			cause = idErr
+			cause = idErr // it never had a producer id to be sent with
 		}
-		err := fmt.Errorf("%s[%d]: %w (%v) after %d attempts", s.topic.name, s.id, ErrDeliveryTimeout, s.p.cfg.deliveryTimeout, b.Attempts)
-		if cause != nil {
-			err = fmt.Errorf("%w; last error: %w", err, cause)
-		}
-		s.p.finish(b.Payload.(*pbatch), s.topic.name, s.id, -1, err)
+		s.p.finish(b.Payload.(*pbatch), s.topic.name, s.id, -1, deliveryTimeoutErr(s.topic.name, s.id, s.p.cfg.deliveryTimeout, b.Attempts, cause))
 	}
 	if needBump {
 		s.p.requestBump()
 	}
+}
+
+// deliveryTimeoutErr is the error of a batch of topic[partition] that
+// the delivery timeout failed after attempts sends. It wraps
+// ErrDeliveryTimeout and the error of the batch's last attempt, if any
+// (e.g. NOT_ENOUGH_REPLICAS while too few replicas are in sync): that is
+// why it was not delivered.
+func deliveryTimeoutErr(topic string, partition int32, timeout time.Duration, attempts int, last error) error {
+	if last == nil {
+		return fmt.Errorf("%s[%d]: %w (%v) after %d attempts", topic, partition, ErrDeliveryTimeout, timeout, attempts)
+	}
+	return fmt.Errorf("%s[%d]: %w (%v) after %d attempts; last error: %w", topic, partition, ErrDeliveryTimeout, timeout, attempts, last)
 }
 
 // expireLoop enforces the delivery timeout.

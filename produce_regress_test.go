@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -359,5 +361,35 @@ func TestBatchesStayWithinMaxBatchBytes(t *testing.T) {
 	}
 	if len(bs.sizes) > n/2 {
 		t.Fatalf("%d batches for %d records: batches are not being filled", len(bs.sizes), n)
+	}
+}
+
+// A batch the broker keeps refusing with a retriable error
+// (NOT_ENOUGH_REPLICAS: too few replicas in sync for acks=all) is retried
+// until the delivery timeout fails it; the error is ErrDeliveryTimeout and
+// names that last error, which errors.Is finds.
+func TestProduceDeliveryTimeoutNamesLastError(t *testing.T) {
+	fake := newFake(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
+	refused := fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "t", Err: kerr.NotEnoughReplicas, Count: -1})
+	cl := newTestClient(t, SeedBrokers(fake.ListenAddrs()...), RetryBackoff(50*time.Millisecond, 100*time.Millisecond), RequestTimeout(500*time.Millisecond))
+	p, err := NewProducer(cl, DeliveryTimeout(time.Second), Linger(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err = p.ProduceSync(ctx, &Record{Topic: "t", Value: []byte("x")})
+	if !errors.Is(err, ErrDeliveryTimeout) {
+		t.Fatalf("want ErrDeliveryTimeout, got %v", err)
+	}
+	if !errors.Is(err, KafkaErrorForCode(kerr.NotEnoughReplicas.Code)) || !strings.Contains(err.Error(), "NOT_ENOUGH_REPLICAS") {
+		t.Errorf("the delivery timeout does not name the last error NOT_ENOUGH_REPLICAS: %v", err)
+	}
+	if n := strings.Count(err.Error(), "t[0]: "); n != 1 {
+		t.Errorf("the error names the partition %d times: %v", n, err)
+	}
+	if refused.Hits() < 2 {
+		t.Errorf("the broker refused %d produce requests, want retries", refused.Hits())
 	}
 }

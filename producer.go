@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,7 +36,9 @@ var (
 	// without log truncation). The records carrying it were not written.
 	ErrDataLoss = errors.New("riffle: idempotent producer detected possible data loss")
 	// ErrDeliveryTimeout: the record was not sent within DeliveryTimeout
-	// (it was never written).
+	// (it was never written). The error wraps the last attempt's error,
+	// if there was one (e.g. NOT_ENOUGH_REPLICAS), so errors.Is finds it
+	// and IsRetriable follows it.
 	ErrDeliveryTimeout = errors.New("riffle: delivery timeout expired")
 	// ErrInvalidPartition: the record's partition does not exist.
 	ErrInvalidPartition = errors.New("riffle: partition out of range")
@@ -151,11 +154,13 @@ type pbatch struct {
 	recs []pendingRecord
 	// part takes recs back for its next batch once the callbacks ran
 	// (nil: recs is left to the GC).
-	part      *partState
-	created   time.Time
-	done      atomic.Bool // callbacks fired
-	sealErr   error
-	lastErr   error // the last retriable failure of a send; guarded by part.mu
+	part    *partState
+	created time.Time
+	done    atomic.Bool // callbacks fired
+	sealErr error
+	// lastErr is the error of the batch's last attempt, if it failed
+	// (guarded by part.mu), named when the delivery timeout fails it.
+	lastErr   error
 	wireBytes int
 	rawBytes  int // before compression
 }
@@ -280,7 +285,11 @@ func (p *Producer) ProduceSync(ctx context.Context, recs ...*Record) error {
 		p.produce(ctx, r, func(r *Record, err error) {
 			if err != nil {
 				mu.Lock()
-				all = append(all, fmt.Errorf("%s[%d]: %w", r.Topic, r.Partition, err))
+				// Most errors name the partition already.
+				if prefix := fmt.Sprintf("%s[%d]: ", r.Topic, r.Partition); !strings.HasPrefix(err.Error(), prefix) {
+					err = fmt.Errorf("%s%w", prefix, err)
+				}
+				all = append(all, err)
 				mu.Unlock()
 			}
 			if left.Add(-1) == 0 {

@@ -54,6 +54,12 @@ type Config struct {
 	// and ANONYMOUS (every PLAINTEXT client, and the nodes among
 	// themselves) as super users.
 	SASL bool
+	// SASLReauth, with SASL, is the SASL_SSL listener's
+	// connections.max.reauth.ms (KIP-368): the broker grants each
+	// authentication a session this long and closes a connection that
+	// sends a request other than a re-authentication after its session
+	// ended. 0 keeps Kafka's default (sessions never end).
+	SASLReauth time.Duration
 	// KeepDir keeps the cluster's directory (configs, data, broker logs)
 	// after Close, and says where it is through Logf.
 	KeepDir bool
@@ -648,6 +654,9 @@ func (c *Cluster) serverProperties(n *Node) string {
 		props[l+"scram-sha-512.sasl.jaas.config"] = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
 		props[l+"ssl.keystore.type"] = "PEM"
 		props[l+"ssl.keystore.location"] = c.keyStore()
+		if c.cfg.SASLReauth > 0 {
+			props[l+"connections.max.reauth.ms"] = strconv.FormatInt(c.cfg.SASLReauth.Milliseconds(), 10)
+		}
 		props["authorizer.class.name"] = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 		props["super.users"] = "User:" + SuperUser + ";User:ANONYMOUS"
 	}

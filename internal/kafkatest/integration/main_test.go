@@ -26,7 +26,15 @@ var env struct {
 	nodes   int                // brokers in the cluster
 	cluster *kafkatest.Cluster // nil with RIFFLE_KAFKA_BROKERS
 	require bool
+	// reauth is the SASL_SSL listener's session lifetime
+	// (connections.max.reauth.ms) on a cluster the suite started.
+	reauth time.Duration
 }
+
+// suiteReauth is the session lifetime of the SASL_SSL listener of the
+// cluster the suite starts: short, so that every SASL test's connections
+// re-authenticate (KIP-368) a few times while they run.
+const suiteReauth = 3 * time.Second
 
 func TestMain(m *testing.M) {
 	req, err := kafkatest.Requested()
@@ -41,13 +49,13 @@ func TestMain(m *testing.M) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	if req.Start {
 		logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
-		c, err := kafkatest.Start(ctx, kafkatest.Config{Nodes: 3, SASL: true, Logf: logf})
+		c, err := kafkatest.Start(ctx, kafkatest.Config{Nodes: 3, SASL: true, SASLReauth: suiteReauth, Logf: logf})
 		if err != nil {
 			cancel()
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
-		env.cluster, env.addrs = c, c.Addrs()
+		env.cluster, env.addrs, env.reauth = c, c.Addrs(), suiteReauth
 	} else {
 		env.addrs = req.Brokers
 	}

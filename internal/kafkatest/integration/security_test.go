@@ -1,10 +1,13 @@
 package integration_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -392,5 +395,149 @@ func TestAdminAuthorization(t *testing.T) {
 		if !super.AuthorizedOperations.Has(op) {
 			t.Errorf("the super user's cluster operations %v lack %v", super.AuthorizedOperations, op)
 		}
+	}
+}
+
+// countingSASL is a mechanism that counts its re-authentications (KIP-368)
+// per broker.
+type countingSASL struct {
+	riffle.SASLMechanism
+	mu      sync.Mutex
+	reauths map[int32]int
+}
+
+func (c *countingSASL) Authenticate(ctx context.Context, b riffle.SASLBroker) (riffle.SASLSession, []byte, error) {
+	if b.Reauthentication {
+		c.mu.Lock()
+		c.reauths[b.NodeID]++
+		c.mu.Unlock()
+	}
+	return c.SASLMechanism.Authenticate(ctx, b)
+}
+
+func (c *countingSASL) counts() (map[int32]int, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	total := 0
+	for _, n := range c.reauths {
+		total += n
+	}
+	return maps.Clone(c.reauths), total
+}
+
+// disconnects records the connections a client lost, with their reasons.
+type disconnects struct {
+	mu   sync.Mutex
+	errs []string
+}
+
+func (d *disconnects) OnBrokerDisconnect(b riffle.BrokerInfo, err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.errs = append(d.errs, fmt.Sprintf("node %d (%s): %v", b.NodeID, b.Addr, err))
+}
+
+func (d *disconnects) list() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.errs)
+}
+
+// With connections.max.reauth.ms on the SASL_SSL listener (suiteReauth), a
+// producer and a consumer working over SCRAM-SHA-512 for several session
+// lifetimes re-authenticate their connections before the sessions end
+// (KIP-368): the broker closes none of them, no record is lost or fails,
+// and no partition error reaches the consumer.
+func TestReauthenticationKeepsConnections(t *testing.T) {
+	needSASL(t)
+	if env.reauth <= 0 {
+		t.Skip("the cluster's SASL_SSL listener does not limit sessions")
+	}
+	admin := client(t)
+	tp := topic(t, admin, 3, nil)
+	mech := &countingSASL{SASLMechanism: riffle.SASLScramSHA512(kafkatest.SuperUser, kafkatest.SuperPassword), reauths: map[int32]int{}}
+	lost := &disconnects{}
+	cl := saslClient(t, mech, riffle.WithHooks(lost))
+	ctx := timeout(t, 3*time.Minute)
+
+	var mu sync.Mutex
+	got := map[string]int{}
+	c, err := riffle.NewConsumer(cl,
+		riffle.HandleRecord(func(_ context.Context, r *riffle.Record) error {
+			mu.Lock()
+			got[string(r.Value)]++
+			mu.Unlock()
+			return nil
+		}),
+		riffle.OnPartitionError(func(e *riffle.PartitionError) { t.Errorf("consumer: %v", e) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := range int32(3) {
+		if err := c.Assign(riffle.Assignment{TopicPartition: riffle.TopicPartition{Topic: tp, Partition: p}, Start: riffle.AtEarliest()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := riffle.NewProducer(cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := 5 * env.reauth
+	began := time.Now()
+	var sent int
+	var produceErrs []error
+	var perrMu sync.Mutex
+	for time.Since(began) < run {
+		v := fmt.Sprintf("r%05d", sent)
+		sent++
+		p.Produce(ctx, &riffle.Record{Topic: tp, Value: []byte(v)}, func(_ *riffle.Record, err error) {
+			if err != nil {
+				perrMu.Lock()
+				produceErrs = append(produceErrs, err)
+				perrMu.Unlock()
+			}
+		})
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := p.Flush(ctx); err != nil {
+		t.Errorf("Flush: %v", err)
+	}
+	eventually(t, time.Minute, "consuming every record", func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(got) < sent {
+			return fmt.Errorf("%d of %d records", len(got), sent)
+		}
+		return nil
+	})
+	byNode, reauths := mech.counts()
+	gone := lost.list()
+	t.Logf("%d records over %v with sessions of %v: %d re-authentications %v, %d connections lost",
+		sent, time.Since(began).Round(time.Second), env.reauth, reauths, byNode, len(gone))
+	perrMu.Lock()
+	for _, err := range produceErrs {
+		t.Errorf("produce: %v", err)
+	}
+	perrMu.Unlock()
+	for _, g := range gone {
+		t.Errorf("connection lost: %s", g)
+	}
+	mu.Lock()
+	for v, n := range got {
+		if n != 1 {
+			t.Errorf("record %s consumed %d times", v, n)
+		}
+	}
+	mu.Unlock()
+	// A connection open for the whole run re-authenticated at least
+	// every 95% of a session.
+	if want := int(run / env.reauth); reauths < want {
+		t.Errorf("%d re-authentications in %v, want at least %d", reauths, run, want)
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Error(err)
+	}
+	if _, err := c.Close(ctx); err != nil {
+		t.Error(err)
 	}
 }
