@@ -27,9 +27,26 @@ import (
 // connection closes with ErrConnClosed: what waited is retried elsewhere,
 // as on any broken connection, and the next dial reports the failure
 // itself (ErrAuth, if the credentials are the problem).
+//
+// A short session needs more room than that. Kafka reads a connection's
+// requests one at a time (it mutes the connection until it has answered
+// the request before) and checks the session when it gets to a request,
+// not when the request arrived; only a SaslHandshake passes after the end.
+// So every request written before the exchange must be reached before the
+// session ends: behind a produce that waits for its replicas or a fetch
+// that waits for data, up to 5 pipelined requests may take a while. With
+// connections.max.reauth.ms=3000, 5-15% of the session (150-450 ms) was
+// too little on a loaded machine (Kafka 4.4 closed connections). The
+// point is therefore moved earlier, to leave reauthDrain before the end,
+// but not before half of the lifetime (plus u's share of a tenth), nor
+// before brokerReauthInterval when the 85-95% point is after it: a broker
+// refuses a re-authentication less than a second after the last one.
 const (
-	reauthMinFraction = 0.85
-	reauthMaxFraction = 0.95
+	reauthMinFraction   = 0.85
+	reauthMaxFraction   = 0.95
+	reauthDrain         = 5 * time.Second
+	reauthFloorFraction = 0.5
+	brokerReauthSpacing = 1100 * time.Millisecond
 )
 
 // reauthDelay is how long from now to wait before re-authenticating
@@ -40,8 +57,9 @@ func reauthDelay(s session) time.Duration {
 
 // reauthAt is when to re-authenticate session s, for u in [0, 1): at the
 // fraction reauthMinFraction + u*(reauthMaxFraction-reauthMinFraction) of
-// its lifetime after its start. u outside [0, 1] (or NaN) is clamped to
-// it (NaN to 0).
+// its lifetime after its start, or earlier for a session too short to
+// leave reauthDrain after that (see above). u outside [0, 1] (or NaN) is
+// clamped to it (NaN to 0). Later for a larger u.
 func reauthAt(s session, u float64) time.Time {
 	if !(u > 0) {
 		u = 0
@@ -49,7 +67,12 @@ func reauthAt(s session, u float64) time.Time {
 		u = 1
 	}
 	f := reauthMinFraction + u*(reauthMaxFraction-reauthMinFraction)
-	return s.start.Add(time.Duration(float64(s.lifetime) * f))
+	at := time.Duration(float64(s.lifetime) * f)
+	if latest := s.lifetime - reauthDrain; at > latest {
+		floor := time.Duration(float64(s.lifetime) * (reauthFloorFraction + u*0.1))
+		at = max(latest, floor, min(at, brokerReauthSpacing))
+	}
+	return s.start.Add(at)
 }
 
 // reauthLoop re-authenticates before each session ends, until the

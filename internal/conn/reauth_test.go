@@ -15,7 +15,10 @@ import (
 )
 
 // TestReauthAt: re-authentication is scheduled between 85% and 95% of the
-// session's lifetime after its start, u picking the point in between.
+// session's lifetime after its start, u picking the point in between,
+// unless that leaves the broker less than reauthDrain to get to the
+// requests written before it: then earlier, down to half the lifetime,
+// but not below the broker's one-second spacing of re-authentications.
 func TestReauthAt(t *testing.T) {
 	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	for _, tc := range []struct {
@@ -32,6 +35,13 @@ func TestReauthAt(t *testing.T) {
 		{"NaN is the earliest", time.Second, math.NaN(), 850 * time.Millisecond},
 		{"an hour", time.Hour, 0.25, time.Duration(0.875 * float64(time.Hour))},
 		{"one millisecond", time.Millisecond, 0, 850 * time.Microsecond},
+		{"100 s keeps 85%", 100 * time.Second, 0, 85 * time.Second},
+		{"3 s earliest: half", 3 * time.Second, 0, 1500 * time.Millisecond},
+		{"3 s latest", 3 * time.Second, 1, 1800 * time.Millisecond},
+		{"8 s", 8 * time.Second, 0.5, 4400 * time.Millisecond},
+		{"20 s: 5 s before the end", 20 * time.Second, 0.5, 15 * time.Second},
+		{"1.2 s: the broker's spacing", 1200 * time.Millisecond, 1, 1100 * time.Millisecond},
+		{"1.2 s below the spacing: 85%", 1200 * time.Millisecond, 0, 1020 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := reauthAt(session{lifetime: tc.lifetime, start: start}, tc.u).Sub(start)
@@ -42,8 +52,9 @@ func TestReauthAt(t *testing.T) {
 	}
 }
 
-// FuzzReauthAt: for any lifetime and u, the point is within [85%, 95%] of
-// the lifetime after the start, and later for larger u.
+// FuzzReauthAt: for any lifetime and u, the point is within [50%, 95%] of
+// the lifetime after the start, within [85%, 95%] when that leaves
+// reauthDrain, and later for larger u.
 func FuzzReauthAt(f *testing.F) {
 	f.Add(int64(time.Second), 0.0, 0.5)
 	f.Add(int64(time.Millisecond), 1.0, 0.0)
@@ -56,6 +67,9 @@ func FuzzReauthAt(f *testing.F) {
 		s := session{lifetime: time.Duration(lifetime), start: start}
 		lo := time.Duration(float64(lifetime) * reauthMinFraction)
 		hi := time.Duration(float64(lifetime) * reauthMaxFraction)
+		if hi > time.Duration(lifetime)-reauthDrain {
+			lo = time.Duration(float64(lifetime) * reauthFloorFraction)
+		}
 		at1, at2 := reauthAt(s, u1).Sub(start), reauthAt(s, u2).Sub(start)
 		for _, at := range []time.Duration{at1, at2} {
 			if at < lo || at > hi {

@@ -215,16 +215,6 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() error) {
 	}
 }
 
-// other is the node of the cluster that is not in ids.
-func other(ids ...int32) int32 {
-	for _, n := range env.cluster.Nodes() {
-		if !slices.Contains(ids, n.ID) {
-			return n.ID
-		}
-	}
-	return -1
-}
-
 // readAll reads topic's partition 0 from its start to its high watermark
 // as of the call, and returns the records' values in offset order.
 func readAll(t *testing.T, cl *riffle.Client, tp string) []string {

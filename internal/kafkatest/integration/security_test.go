@@ -102,10 +102,14 @@ func TestACLsEnforced(t *testing.T) {
 	}
 
 	allow(t, admin, tp, riffle.ACLOperationWrite, riffle.ACLOperationDescribe)
-	got, err := admin.Admin().DescribeACLs(ctx, riffle.ACLFilter{ResourceType: riffle.ACLResourceTopic, ResourceName: tp})
-	if err != nil || len(got) != 2 {
-		t.Errorf("DescribeACLs: %v %v", got, err)
-	}
+	// The broker asked may not have replayed the new ACLs yet.
+	eventually(t, time.Minute, "DescribeACLs listing the new ACLs", func() error {
+		got, err := admin.Admin().DescribeACLs(ctx, riffle.ACLFilter{ResourceType: riffle.ACLResourceTopic, ResourceName: tp})
+		if err != nil || len(got) != 2 {
+			return fmt.Errorf("DescribeACLs: %v %v", got, err)
+		}
+		return nil
+	})
 	eventually(t, time.Minute, "alice producing once granted", func() error {
 		return produceAs(t, kafkatest.User, kafkatest.UserPassword, tp, 0)
 	})
