@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/riffle-go/riffle/internal/cluster"
@@ -223,7 +224,9 @@ func orMinus1(n int32) int32 {
 // attached when it adds something.
 func withMessage(code int16, msg *string) error {
 	err := kafkaerr.ForCode(code)
-	if err == nil || msg == nil || *msg == "" {
+	// Kafka sends the code's own description when it has nothing
+	// more to say (Errors.message()): that adds nothing.
+	if err == nil || msg == nil || *msg == "" || strings.Contains(err.Error(), *msg) {
 		return err
 	}
 	return fmt.Errorf("%w: %s", err, *msg)

@@ -3,6 +3,7 @@ package riffle
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -101,5 +102,24 @@ func TestAdminShareGroupOffsets(t *testing.T) {
 	// An unknown group.
 	if _, err := ad.DeleteShareGroupOffsets(ctx, "nope", "t"); err == nil {
 		t.Errorf("delete for an unknown group: no error")
+	}
+}
+
+// A broker message that is the error code's own description (Kafka sends
+// Errors.message() when it has nothing more to say, e.g. NON_EMPTY_GROUP
+// from AlterShareGroupOffsets on Kafka 4.4) is not repeated after the
+// error; a message that says more is kept.
+func TestWithMessageSkipsTheCodesDescription(t *testing.T) {
+	code := int16(68) // NON_EMPTY_GROUP
+	desc := "The group is not empty."
+	if got, want := withMessage(code, &desc).Error(), KafkaErrorForCode(code).Error(); got != want {
+		t.Errorf("with the code's description: %q, want %q", got, want)
+	}
+	more := "group g has 1 member"
+	if got := withMessage(code, &more).Error(); !strings.HasSuffix(got, ": "+more) || !errors.Is(withMessage(code, &more), KafkaErrorForCode(code)) {
+		t.Errorf("with a message of its own: %q", got)
+	}
+	if withMessage(0, &more) != nil {
+		t.Error("no error code gave an error")
 	}
 }

@@ -102,7 +102,16 @@ type part struct {
 	// the output of a record at or above the offset it commits and the
 	// committed offset alone tells any successor where to resume.
 	held map[int64][]*riffle.Record
-	wake func()
+	// handoffNext (ExactlyOnce; under Processor.mu) numbers the
+	// releases of the partition's outputs in the order releaseLocked
+	// makes them; handoff hands them to the producer in that order, one
+	// at a time. Outputs go to the producer after Processor.mu is let
+	// go, and Produce may block (a topic's first metadata, a full
+	// buffer): without the turns the next record of a key, finishing on
+	// another goroutine meanwhile, could hand its outputs over first.
+	handoffNext uint64
+	handoff     turns
+	wake        func()
 	// needBytes: the partition refused a record of this size for the byte
 	// budget (0: it refused for its window).
 	needBytes int64
@@ -525,9 +534,14 @@ func (p *Processor) runOne(pt *part, it *item) (*part, *item) {
 	// its commit position once the running records are done.
 	pt.q.done(it, finished)
 	var release []*riffle.Record
+	var turn uint64
 	if entered && !pt.sealed {
 		if finished {
 			release = pt.releaseLocked(it.rec.Offset, outs)
+			if len(release) > 0 {
+				turn = pt.handoffNext
+				pt.handoffNext++
+			}
 		}
 		p.txn.finishedLocked(pt, finished)
 	}
@@ -569,8 +583,13 @@ func (p *Processor) runOne(pt *part, it *item) (*part, *item) {
 	p.mu.Unlock()
 	if entered {
 		// Still inside the gate: the outputs go into the transaction
-		// whose positions cover their records.
-		p.txn.produce(p.ctx, release)
+		// whose positions cover their records, in the order of their
+		// release.
+		if len(release) > 0 {
+			pt.handoff.await(turn)
+			p.txn.produce(p.ctx, release)
+			pt.handoff.done()
+		}
 		p.txn.leave()
 	}
 	for _, e := range reports {
@@ -915,4 +934,35 @@ func (pt *part) releaseLocked(off int64, outs []*riffle.Record) []*riffle.Record
 		delete(pt.held, o)
 	}
 	return out
+}
+
+// turns lets numbered callers through one at a time, in number order
+// (from 0): the caller with number n waits until the n before it were
+// done.
+type turns struct {
+	mu   sync.Mutex
+	cond *sync.Cond
+	next uint64
+}
+
+// await waits for turn n.
+func (t *turns) await(n uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.cond == nil {
+		t.cond = sync.NewCond(&t.mu)
+	}
+	for t.next != n {
+		t.cond.Wait()
+	}
+}
+
+// done ends the current turn.
+func (t *turns) done() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.next++
+	if t.cond != nil {
+		t.cond.Broadcast()
+	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/riffle-go/riffle/process"
 	"github.com/riffle-go/riffle/ranges"
 	"github.com/riffle-go/riffle/rifftest"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Exactly-once processing tests. Inputs on topic "in" are "p/i" (partition
@@ -422,4 +423,59 @@ func TestExactlyOnceCommitHook(t *testing.T) {
 			t.Errorf("%s: committed %d, last commit event %d", tp, om.Offset, last[tp])
 		}
 	}
+}
+
+// A key's outputs leave in input order even when the producer blocks: a
+// finishing record takes its place in the order of releases under the
+// processor's lock, but hands its outputs to the producer after letting
+// the lock go, and Produce may block (here: the output topic does not
+// exist yet, so every first Produce waits for its metadata). The next
+// record of the key, run meanwhile by another goroutine, must not hand
+// its outputs over first. Kafka 4.4 showed it (integration
+// TestExactlyOnceProcessMembersJoinLeave, a new output topic: key 0-0's
+// outputs of inputs 10, 20, then 0).
+func TestExactlyOnceByKeyOrderWhileProduceBlocks(t *testing.T) {
+	const perPart = 300
+	c, cl := setup(t, rifftest.Topic("in", eosParts), rifftest.Brokers(3))
+	eosInputs(t, cl, perPart)
+	// The first producer's first look at the output topic's configs
+	// is slow (other brokers answer the other lookups at once).
+	var slowed atomic.Bool
+	c.Kfake().ControlKey(int16(kmsg.DescribeConfigs), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.Kfake().KeepControl()
+		if slowed.CompareAndSwap(false, true) {
+			c.Kfake().SleepControl(func() { time.Sleep(300 * time.Millisecond) })
+		}
+		return nil, nil, false
+	})
+	prCl, err := riffle.NewClient(riffle.SeedBrokers(c.Addrs()...), riffle.UnknownTopicRetries(1000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(prCl.Close)
+	pr, err := riffle.NewProducer(prCl, riffle.TransactionalID("eos-blocked"), riffle.TransactionTimeout(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := pr.InitTransactions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pr.Close(context.Background()) })
+	var handled atomic.Int64
+	p := eosProcessor(t, c, pr, "g-blocked", func(ctx context.Context, r *riffle.Record) error {
+		handled.Add(1)
+		return eosOutputs(ctx, r)
+	}, process.Ordering(process.ByKey), process.Concurrency(512))
+	// Outputs pile up in Produce calls waiting for the topic, several
+	// per key (64 keys, 512 goroutines).
+	waitFor(t, 30*time.Second, "inputs handled while the output topic is missing", func() bool { return handled.Load() >= 256 })
+	res, err := cl.Admin().CreateTopics(ctx, riffle.TopicSpec{Name: "out", Partitions: eosParts, ReplicationFactor: 1})
+	if err != nil || res.Err() != nil {
+		t.Fatalf("CreateTopics: %v %v", res, err)
+	}
+	waitFor(t, 60*time.Second, "every input committed", func() bool { return committedInputs(t, cl, "g-blocked") == eosParts*perPart })
+	closeProcessor(t, p)
+	checkOutputs(t, cl, perPart, true)
 }

@@ -692,9 +692,16 @@ func freePorts(n int) ([]int, error) {
 
 // newClusterID is a random 16-byte id in Kafka's base64url form.
 func newClusterID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return base64.RawURLEncoding.EncodeToString(b[:])
+	for {
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		// StorageTool takes an id starting with "-" for an option
+		// ("argument --cluster-id/-t: expected one argument"); Kafka's
+		// Uuid.randomUuid draws again for it too.
+		if id := base64.RawURLEncoding.EncodeToString(b[:]); id[0] != '-' {
+			return id
+		}
+	}
 }
 
 func lastLines(s string, n int) string {

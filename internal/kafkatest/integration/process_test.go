@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -76,6 +77,8 @@ func TestExactlyOnceProcessMembersJoinLeave(t *testing.T) {
 			}
 			var members []*member
 			var last atomic.Int32
+			var whoMu sync.Mutex
+			who := map[string][]string{} // input "key/value": member and offset that handled it
 			join := func() {
 				m := &member{id: len(members)}
 				last.Store(int32(m.id))
@@ -93,6 +96,9 @@ func TestExactlyOnceProcessMembersJoinLeave(t *testing.T) {
 					}
 					m.handled.Add(1)
 					handled.Add(1)
+					whoMu.Lock()
+					who[string(r.Key)+"/"+string(r.Value)] = append(who[string(r.Key)+"/"+string(r.Value)], fmt.Sprintf("member %d at %s[%d]@%d, %v", m.id, r.Topic[len(r.Topic)-8:], r.Partition, r.Offset, time.Now().Format("15:04:05.000")))
+					whoMu.Unlock()
 					return nil
 				},
 					process.ExactlyOnce(tx, riffle.CommitEvery{Interval: 100 * time.Millisecond}),
@@ -178,6 +184,18 @@ func TestExactlyOnceProcessMembersJoinLeave(t *testing.T) {
 					n += len(got)
 					if strings.Join(got, " ") != strings.Join(want, " ") {
 						t.Errorf("key %s: %d outputs, want %d, each once in input order:\n got %v\nwant %v", key, len(got), len(want), got, want)
+						whoMu.Lock()
+						for i := k; i < perPart; i += keys {
+							t.Logf("input %s/%d handled by %v", key, i, who[key+"/"+strconv.Itoa(i)])
+						}
+						whoMu.Unlock()
+						for _, rs := range readAll(t, admin, out, riffle.ReadCommitted) {
+							for _, r := range rs {
+								if string(r.Key) == key {
+									t.Logf("output %s=%s at %s[%d]@%d", key, r.Value, r.Topic[len(r.Topic)-8:], r.Partition, r.Offset)
+								}
+							}
+						}
 					}
 				}
 			}

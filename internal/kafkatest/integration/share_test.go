@@ -9,31 +9,7 @@ import (
 	"time"
 
 	"github.com/riffle-go/riffle"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
-
-// setGroupConfig sets a group config (IncrementalAlterConfigs on resource
-// type GROUP, KIP-848/KIP-932), through the client's raw request: Admin
-// has no call for group configs yet.
-func setGroupConfig(t *testing.T, cl *riffle.Client, group, key, value string) {
-	t.Helper()
-	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
-	r := kmsg.NewIncrementalAlterConfigsRequestResource()
-	r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
-	c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
-	c.Name, c.Op, c.Value = key, kmsg.IncrementalAlterConfigOpSet, &value
-	r.Configs = append(r.Configs, c)
-	req.Resources = append(req.Resources, r)
-	resp, err := cl.Request(timeout(t, time.Minute), req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, rr := range resp.(*kmsg.IncrementalAlterConfigsResponse).Resources {
-		if rr.ErrorCode != 0 {
-			t.Fatalf("group %s config %s=%s: %v", group, key, value, riffle.KafkaErrorForCode(rr.ErrorCode))
-		}
-	}
-}
 
 // A share group (KIP-932) member in explicit mode releases every record the
 // first time and rejects every fifth: released records come back with
@@ -45,7 +21,7 @@ func TestShareGroupAcceptReleaseReject(t *testing.T) {
 	tp := topic(t, cl, 2, nil)
 	group := name(t, "sg")
 	ctx := timeout(t, 3*time.Minute)
-	setGroupConfig(t, cl, group, "share.auto.offset.reset", "earliest")
+	shareGroupConfigs(t, cl, group, "share.auto.offset.reset", "earliest")
 	const n = 40
 	p, err := riffle.NewProducer(cl)
 	if err != nil {
