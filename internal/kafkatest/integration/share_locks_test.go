@@ -293,7 +293,7 @@ func TestShareDeliveryLimitArchives(t *testing.T) {
 	}
 }
 
-// Share group offsets through Admin: after a member consumed both
+// TestShareGroupOffsetsWithMembers: share group offsets through Admin: after a member consumed both
 // partitions and left, DescribeShareGroupOffsets says lag 0;
 // AlterShareGroupOffsets moves partition 0 back to offset 0 (lag back to
 // its record count), and the next member gets exactly partition 0's
@@ -301,7 +301,7 @@ func TestShareDeliveryLimitArchives(t *testing.T) {
 // topic's state, and a member after that starts the topic afresh
 // (share.auto.offset.reset earliest): every record again. With a member
 // in the group, altering is refused.
-func TestShareGroupOffsetsAdmin(t *testing.T) {
+func TestShareGroupOffsetsWithMembers(t *testing.T) {
 	need(t)
 	cl := client(t)
 	tp := topic(t, cl, 2, nil)
