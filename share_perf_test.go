@@ -205,9 +205,16 @@ func shareAllocsPerFetch(t *testing.T, hooks *countHooks) {
 	// Record slab, its pointer slice, the acquired ranges, the batched
 	// acknowledgements); none per record. Before the slab: 1,123. A
 	// full package run in CI once measured 12 with a single
-	// AllocsPerRun: other tests' goroutines allocating meanwhile.
-	if allocs > 10 {
-		t.Fatalf("%v allocations per fetch of %d records, want at most 10", allocs, perFetch)
+	// AllocsPerRun, and the lowest of 3 rounds measured 11 with the
+	// machine's load average near 25: AllocsPerRun counts the whole
+	// process's mallocs, and under load the 64 runners' hand-offs take
+	// sudogs the runtime's per-P caches do not hold, and the test's other
+	// goroutines (the client, kfake) get more of the measured time. The
+	// ceiling is what the test guards: nothing per record (a regression
+	// there shows as 1,000 or more), a handful per fetch.
+	const ceiling = 20
+	if allocs > ceiling {
+		t.Fatalf("%v allocations per fetch of %d records, want at most %d", allocs, perFetch, ceiling)
 	}
 	if hooks != nil {
 		if got, want := hooks.fetch.Load(), n.Load(); got != want {
