@@ -151,12 +151,70 @@ func healthy(t *testing.T, cl *riffle.Client) {
 	must(t, "every replica in sync", awaitInSync(ctx, cl, 2*time.Minute))
 }
 
+// watched is a workload the chaos loop watches: while a killed node is
+// down, each partition of its topics must make progress.
+type watched interface {
+	name() string
+	topics() []string
+	// progress counts the records of each partition handled (or, for a
+	// producer, acknowledged) so far.
+	progress() map[riffle.TopicPartition]int
+}
+
 // kill is one round of the chaos loop.
 type kill struct {
 	node int32
 	// led are the partitions of the scenarios' topics the node led.
 	led                        []riffle.TopicPartition
 	moved, restarted, rejoined time.Duration
+	// progressed is how long after the leaders moved every watched
+	// partition had made progress; stalled, per workload, the
+	// partitions that made none while the node was down.
+	progressed time.Duration
+	stalled    map[string][]riffle.TopicPartition
+}
+
+// outageDeadline bounds the wait, with the killed node down and the
+// leaders moved, for every watched partition to make progress.
+const outageDeadline = 30 * time.Second
+
+// awaitProgress waits until every partition of each workload's topics
+// (of ps) made progress since snap, and returns, per workload, those that
+// did not within the deadline.
+func awaitProgress(ws []watched, ps []part, snap map[string]map[riffle.TopicPartition]int) map[string][]riffle.TopicPartition {
+	pending := func() map[string][]riffle.TopicPartition {
+		out := map[string][]riffle.TopicPartition{}
+		for _, w := range ws {
+			now := w.progress()
+			for _, p := range ps {
+				if slices.Contains(w.topics(), p.Topic) && now[p.TopicPartition] <= snap[w.name()][p.TopicPartition] {
+					out[w.name()] = append(out[w.name()], p.TopicPartition)
+				}
+			}
+		}
+		return out
+	}
+	_ = eventually(outageDeadline, func() error {
+		if len(pending()) > 0 {
+			return errNotYet
+		}
+		return nil
+	})
+	return pending()
+}
+
+var errNotYet = errors.New("not yet")
+
+// stallsOf lists, for the workload named, the kills during which some of
+// its partitions made no progress.
+func stallsOf(kills []kill, name string) []string {
+	var out []string
+	for i, k := range kills {
+		if tps := k.stalled[name]; len(tps) > 0 {
+			out = append(out, fmt.Sprintf("kill %d (node %d): %v made no progress in %v", i+1, k.node, tps, outageDeadline))
+		}
+	}
+	return out
 }
 
 // hits says whether the kill took the leadership of a partition of topic.
@@ -169,8 +227,10 @@ func (k kill) hits(topic string) bool {
 // its storage, waits until it is back in every ISR, and elects the
 // preferred leaders again, so that the next victim leads about a third of
 // every topic's partitions. Each step has a deadline; before the first
-// kill and after each round the workloads run for settle.
-func chaos(t *testing.T, cl *riffle.Client, rounds int, settle time.Duration, topics ...string) []kill {
+// kill and after each round the workloads run for settle. While the node
+// is down (after its leaderships moved, before the restart) every
+// partition of each workload of ws must make progress (kill.stalled).
+func chaos(t *testing.T, cl *riffle.Client, rounds int, settle time.Duration, ws []watched, topics ...string) []kill {
 	t.Helper()
 	ctx := timeout(t, time.Duration(rounds)*5*time.Minute)
 	var kills []kill
@@ -188,14 +248,22 @@ func chaos(t *testing.T, cl *riffle.Client, rounds int, settle time.Duration, to
 			awaitLeadersOff(ctx, cl, k.node, time.Minute, topics...))
 		k.moved = time.Since(began)
 		at := time.Now()
+		snap := map[string]map[riffle.TopicPartition]int{}
+		for _, w := range ws {
+			snap[w.name()] = w.progress()
+		}
+		k.stalled = awaitProgress(ws, ps, snap)
+		k.progressed = time.Since(at)
+		at = time.Now()
 		must(t, fmt.Sprintf("kill %d: restarting node %d", i+1, k.node), env.cluster.Restart(ctx, k.node))
 		k.restarted = time.Since(at)
 		at = time.Now()
 		must(t, fmt.Sprintf("kill %d: node %d back in every ISR", i+1, k.node), awaitInSync(ctx, cl, 2*time.Minute))
 		k.rejoined = time.Since(at)
 		must(t, fmt.Sprintf("kill %d: preferred leaders", i+1), electPreferred(ctx, cl, time.Minute, topics...))
-		t.Logf("kill %d: SIGKILL node %d (led %d partitions of the scenarios): leaders moved in %v, restarted in %v, in every ISR %v later",
-			i+1, k.node, len(k.led), k.moved.Round(100*time.Millisecond), k.restarted.Round(100*time.Millisecond), k.rejoined.Round(100*time.Millisecond))
+		t.Logf("kill %d: SIGKILL node %d (led %d partitions of the scenarios): leaders moved in %v, every partition progressed %v later (stalled: %v), restarted in %v, in every ISR %v later",
+			i+1, k.node, len(k.led), k.moved.Round(100*time.Millisecond), k.progressed.Round(100*time.Millisecond), k.stalled,
+			k.restarted.Round(100*time.Millisecond), k.rejoined.Round(100*time.Millisecond))
 		kills = append(kills, k)
 		time.Sleep(settle)
 	}

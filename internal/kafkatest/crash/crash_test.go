@@ -44,7 +44,8 @@ func TestLeaderCrashes(t *testing.T) {
 	share := startShare(t, admin, shareTopic)
 
 	began := time.Now()
-	kills := chaos(t, admin, 3, 5*time.Second, all...)
+	ws := []watched{prod, classic, consumer, eosConsumer, eosProcess, share}
+	kills := chaos(t, admin, 3, 2*time.Second, ws, all...)
 	t.Logf("chaos: %d kills in %v", len(kills), time.Since(began).Round(time.Second))
 
 	groupWant := groupFeed.finish()

@@ -38,6 +38,10 @@ type eosLoad struct {
 	handled *ledger
 }
 
+func (l *eosLoad) name() string                            { return "eos " + l.kind }
+func (l *eosLoad) topics() []string                        { return []string{l.in} }
+func (l *eosLoad) progress() map[riffle.TopicPartition]int { return l.handled.progress() }
+
 func (l *eosLoad) note(s string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -72,7 +76,7 @@ func startEOS(t *testing.T, kind, in, out string) *eosLoad {
 				riffle.ConsumerGroup(l.group), riffle.SubscribeTopics(in), riffle.OffsetReset(riffle.ResetEarliest),
 				riffle.ExactlyOnce(tx, every),
 				riffle.HandleRecord(func(ctx context.Context, r *riffle.Record) error {
-					l.handled.add(string(r.Value))
+					l.handled.add(r)
 					tx.Produce(ctx, output(r), nil)
 					return nil
 				}),
@@ -83,7 +87,7 @@ func startEOS(t *testing.T, kind, in, out string) *eosLoad {
 			statFns = append(statFns, func() (int64, int64) { st := c.Stats(); return st.TxnCommitted, st.TxnAborted })
 		case "process":
 			p, err := process.New(cl, func(ctx context.Context, r *riffle.Record) error {
-				l.handled.add(string(r.Value))
+				l.handled.add(r)
 				return process.Output(ctx, output(r))
 			},
 				process.ExactlyOnce(tx, every),
@@ -193,8 +197,12 @@ func (l *eosLoad) finish(t *testing.T, admin *riffle.Client, want []string, kill
 		}
 	}
 	hit := hitCount(kills, l.in, l.out)
-	t.Logf("accounting eos %s: members=%d inputs=%d outputs_read_committed=%d lost=%d dup=%d extra=%d handler_calls=%d txn_committed=%d txn_aborted=%d kills=%d",
-		l.kind, eosMembers, len(want), len(seen), lost, dup, extra, l.handled.calls.Load(), committed, aborted, hit)
+	stalls := stallsOf(kills, l.name())
+	t.Logf("accounting eos %s: members=%d inputs=%d outputs_read_committed=%d lost=%d dup=%d extra=%d handler_calls=%d txn_committed=%d txn_aborted=%d stalled=%d kills=%d",
+		l.kind, eosMembers, len(want), len(seen), lost, dup, extra, l.handled.calls.Load(), committed, aborted, len(stalls), hit)
+	for _, s := range stalls {
+		t.Errorf("stalled while a node was down: %s", s)
+	}
 	if lost+dup+extra > 0 {
 		t.Errorf("lost %d, dup %d, extra %d: want 0", lost, dup, extra)
 	}

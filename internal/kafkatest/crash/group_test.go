@@ -41,7 +41,7 @@ func startGroup(t *testing.T, proto riffle.GroupProtocol, protoName, topic strin
 			riffle.ConsumerGroup(l.group), riffle.SubscribeTopics(topic), riffle.WithGroupProtocol(proto),
 			riffle.OffsetReset(riffle.ResetEarliest), riffle.AutoCommitInterval(groupCommitInterval),
 			riffle.HandleRecord(func(_ context.Context, r *riffle.Record) error {
-				l.led.add(string(r.Value))
+				l.led.add(r)
 				return nil
 			}),
 			riffle.OnGroupError(func(err error) { l.note(fmt.Sprintf("member %d: group error: %v", i, err)) }),
@@ -52,6 +52,10 @@ func startGroup(t *testing.T, proto riffle.GroupProtocol, protoName, topic strin
 	t.Cleanup(func() { l.close(context.Background()) })
 	return l
 }
+
+func (l *groupLoad) name() string                            { return "group " + l.proto }
+func (l *groupLoad) topics() []string                        { return []string{l.topic} }
+func (l *groupLoad) progress() map[riffle.TopicPartition]int { return l.led.progress() }
 
 func (l *groupLoad) note(s string) {
 	l.mu.Lock()
@@ -99,8 +103,12 @@ func (l *groupLoad) finish(t *testing.T, want []string, kills []kill) {
 	}
 	l.mu.Unlock()
 	hit := hitCount(kills, l.topic)
-	t.Logf("accounting group %s: members=%d acked=%d handled=%d lost=%d dup=%d (extra handlings %d, commit interval %v) kills=%d",
-		l.proto, groupMembers, len(want), l.led.calls.Load(), lost, dupValues, extra, groupCommitInterval, hit)
+	stalls := stallsOf(kills, l.name())
+	t.Logf("accounting group %s: members=%d acked=%d handled=%d lost=%d dup=%d (extra handlings %d, commit interval %v) stalled=%d kills=%d",
+		l.proto, groupMembers, len(want), l.led.calls.Load(), lost, dupValues, extra, groupCommitInterval, len(stalls), hit)
+	for _, s := range stalls {
+		t.Errorf("stalled while a node was down: %s", s)
+	}
 	if err != nil {
 		t.Errorf("every acknowledged record handled: %v", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"regexp"
 	"strings"
@@ -59,7 +60,14 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	// Every JVM goes, whatever the tests did (a node a failed test left
 	// killed or stopped included); a JVM still running after Close is a
-	// failure, and is killed.
+	// failure, and is killed. SIGKILL first: the data goes with the
+	// directory, and three nodes stopping together with SIGTERM wait for
+	// a controlled shutdown the lost quorum cannot finish.
+	for _, n := range c.Nodes() {
+		if err := c.Kill(n.ID); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}
 	if err := c.Close(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		code = 1
@@ -278,18 +286,29 @@ func readAll(t *testing.T, cl *riffle.Client, topic string, iso riffle.Isolation
 
 // ledger counts how often each value was handled.
 type ledger struct {
-	mu    sync.Mutex
-	seen  map[string]int
-	calls atomic.Int64
+	mu     sync.Mutex
+	seen   map[string]int
+	byPart map[riffle.TopicPartition]int // handlings per partition
+	calls  atomic.Int64
 }
 
-func newLedger() *ledger { return &ledger{seen: map[string]int{}} }
+func newLedger() *ledger {
+	return &ledger{seen: map[string]int{}, byPart: map[riffle.TopicPartition]int{}}
+}
 
-func (l *ledger) add(v string) {
+func (l *ledger) add(r *riffle.Record) {
 	l.calls.Add(1)
 	l.mu.Lock()
-	l.seen[v]++
+	l.seen[string(r.Value)]++
+	l.byPart[riffle.TopicPartition{Topic: r.Topic, Partition: r.Partition}]++
 	l.mu.Unlock()
+}
+
+// progress is how many records of each partition were handled.
+func (l *ledger) progress() map[riffle.TopicPartition]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return maps.Clone(l.byPart)
 }
 
 // missing counts the values of want not handled yet, and returns the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,13 +42,23 @@ type produceLoad struct {
 	sent   [produceGoroutines]int
 	errMu  sync.Mutex
 	errs   []error
+	byPart map[riffle.TopicPartition]int // acknowledged, guarded by errMu
+}
+
+func (l *produceLoad) name() string     { return "produce" }
+func (l *produceLoad) topics() []string { return []string{l.topic} }
+
+func (l *produceLoad) progress() map[riffle.TopicPartition]int {
+	l.errMu.Lock()
+	defer l.errMu.Unlock()
+	return maps.Clone(l.byPart)
 }
 
 func startProduce(t *testing.T, cl *riffle.Client, topic string) *produceLoad {
 	t.Helper()
 	p, err := riffle.NewProducer(cl, riffle.Acknowledgements(riffle.AcksAll), riffle.MaxInflightPerPartition(5))
 	must(t, "producer", err)
-	l := &produceLoad{topic: topic, p: p, stop: make(chan struct{})}
+	l := &produceLoad{topic: topic, p: p, stop: make(chan struct{}), byPart: map[riffle.TopicPartition]int{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	for g := range produceGoroutines {
 		l.calls[g] = make([]atomic.Int32, produceMaxSeq)
@@ -68,8 +79,13 @@ func startProduce(t *testing.T, cl *riffle.Client, topic string) *produceLoad {
 				seq := seq // the callback's own
 				v := fmt.Sprintf("%d/%d", g, seq)
 				k := fmt.Sprintf("%d/%d", g, seq%4)
-				l.p.Produce(ctx, &riffle.Record{Topic: topic, Key: []byte(k), Value: []byte(v)}, func(_ *riffle.Record, err error) {
+				l.p.Produce(ctx, &riffle.Record{Topic: topic, Key: []byte(k), Value: []byte(v)}, func(r *riffle.Record, err error) {
 					l.calls[g][seq].Add(1)
+					if err == nil {
+						l.errMu.Lock()
+						l.byPart[riffle.TopicPartition{Topic: r.Topic, Partition: r.Partition}]++
+						l.errMu.Unlock()
+					}
 					if err != nil {
 						l.failed[g][seq].Store(true)
 						l.errMu.Lock()
@@ -170,8 +186,12 @@ func (l *produceLoad) finish(t *testing.T, cl *riffle.Client, kills []kill) {
 		}
 	}
 	hit := hitCount(kills, l.topic)
-	t.Logf("accounting produce: goroutines=%d sent=%d acked=%d failed=%d lost=%d dup=%d reorder=%d callbacks_not_once=%d failed_but_written=%d kills=%d",
-		produceGoroutines, sent, acked, failed, lost, dup, reorder, badCalls, failedWritten, hit)
+	stalls := stallsOf(kills, l.name())
+	t.Logf("accounting produce: goroutines=%d sent=%d acked=%d failed=%d lost=%d dup=%d reorder=%d callbacks_not_once=%d failed_but_written=%d stalled=%d kills=%d",
+		produceGoroutines, sent, acked, failed, lost, dup, reorder, badCalls, failedWritten, len(stalls), hit)
+	for _, s := range stalls {
+		t.Errorf("stalled while a node was down: %s", s)
+	}
 	if lost+dup+reorder+badCalls+malformed+failed > 0 {
 		t.Errorf("lost %d, dup %d, reorder %d, callbacks not called once %d, malformed %d, failed %d: want 0",
 			lost, dup, reorder, badCalls, malformed, failed)

@@ -3,6 +3,7 @@ package crash_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"sync"
@@ -32,13 +33,14 @@ type shareLoad struct {
 	members []*riffle.ShareConsumer
 	mu      sync.Mutex
 	counts  map[string][]int16 // value: the delivery counts it was handled with
+	byPart  map[riffle.TopicPartition]int
 	calls   int
 	closed  bool
 }
 
 func startShare(t *testing.T, admin *riffle.Client, topic string) *shareLoad {
 	t.Helper()
-	l := &shareLoad{group: name(t, "sg"), topic: topic, counts: map[string][]int16{}}
+	l := &shareLoad{group: name(t, "sg"), topic: topic, counts: map[string][]int16{}, byPart: map[riffle.TopicPartition]int{}}
 	ctx := timeout(t, time.Minute)
 	v := "earliest"
 	res, err := admin.Admin().AlterGroupConfigs(ctx, riffle.GroupConfigChange{Group: l.group, Name: "share.auto.offset.reset", Value: &v})
@@ -50,6 +52,7 @@ func startShare(t *testing.T, admin *riffle.Client, topic string) *shareLoad {
 				l.mu.Lock()
 				defer l.mu.Unlock()
 				l.calls++
+				l.byPart[riffle.TopicPartition{Topic: r.Topic, Partition: r.Partition}]++
 				l.counts[string(r.Value)] = append(l.counts[string(r.Value)], r.DeliveryCount)
 				return nil
 			}))
@@ -58,6 +61,15 @@ func startShare(t *testing.T, admin *riffle.Client, topic string) *shareLoad {
 	}
 	t.Cleanup(func() { l.close() })
 	return l
+}
+
+func (l *shareLoad) name() string     { return "share" }
+func (l *shareLoad) topics() []string { return []string{l.topic} }
+
+func (l *shareLoad) progress() map[riffle.TopicPartition]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return maps.Clone(l.byPart)
 }
 
 func (l *shareLoad) close() []error {
@@ -156,8 +168,12 @@ func (l *shareLoad) finish(t *testing.T, admin *riffle.Client, want []string, ki
 	calls := l.calls
 	l.mu.Unlock()
 	hit := hitCount(kills, l.topic)
-	t.Logf("accounting share: members=%d acked=%d handled=%d lost=%d accepted_more_than_once=%d (at a delivery count seen before: %d) redelivered=%d expired=%d ack_errors=%d kills=%d",
-		shareMembers, len(want), calls, lost, twice, sameCount, st.Redelivered, st.Expired, st.AckErrors, hit)
+	stalls := stallsOf(kills, l.name())
+	t.Logf("accounting share: members=%d acked=%d handled=%d lost=%d accepted_more_than_once=%d (at a delivery count seen before: %d) redelivered=%d expired=%d ack_errors=%d stalled=%d kills=%d",
+		shareMembers, len(want), calls, lost, twice, sameCount, st.Redelivered, st.Expired, st.AckErrors, len(stalls), hit)
+	for _, s := range stalls {
+		t.Errorf("stalled while a node was down: %s", s)
+	}
 	if len(shown) > 0 {
 		t.Logf("share: accepted more than once (value[delivery counts]), first %d: %v", len(shown), shown)
 	}
