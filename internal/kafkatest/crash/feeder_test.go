@@ -25,7 +25,6 @@ type feeder struct {
 	once   sync.Once
 
 	mu     sync.Mutex
-	sent   int
 	acked  []string
 	failed []error
 }
@@ -63,9 +62,6 @@ func (f *feeder) run(perTick int) {
 		for range perTick {
 			v := fmt.Sprintf("%s%d", f.prefix, n)
 			n++
-			f.mu.Lock()
-			f.sent++
-			f.mu.Unlock()
 			f.p.Produce(ctx, &riffle.Record{Topic: f.topic, Key: []byte(v), Value: []byte(v)}, func(r *riffle.Record, err error) {
 				f.mu.Lock()
 				defer f.mu.Unlock()
@@ -109,11 +105,4 @@ func (f *feeder) finish() []string {
 func (f *feeder) halt() {
 	f.once.Do(func() { close(f.stop) })
 	<-f.done
-}
-
-// count is how many records the feeder produced so far.
-func (f *feeder) count() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.sent
 }
