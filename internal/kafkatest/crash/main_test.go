@@ -40,7 +40,9 @@ func TestMain(m *testing.M) {
 	}
 	env.require = req.Require
 	switch {
-	case req.Start:
+	case req.Start, os.Getenv(kafkatest.EnvVersion) == kafkatest.Version:
+		// Its own cluster, also when RIFFLE_KAFKA_BROKERS names one
+		// (for the integration suite, which then uses that one).
 	case len(req.Brokers) > 0:
 		env.skip = noBrokersMode
 		os.Exit(m.Run())
