@@ -182,6 +182,10 @@ const outageDeadline = 30 * time.Second
 // (of ps) made progress since snap, and returns, per workload, those that
 // did not within the deadline.
 func awaitProgress(ws []watched, ps []part, snap map[string]map[riffle.TopicPartition]int) map[string][]riffle.TopicPartition {
+	return awaitProgressWithin(ws, ps, snap, outageDeadline)
+}
+
+func awaitProgressWithin(ws []watched, ps []part, snap map[string]map[riffle.TopicPartition]int, d time.Duration) map[string][]riffle.TopicPartition {
 	pending := func() map[string][]riffle.TopicPartition {
 		out := map[string][]riffle.TopicPartition{}
 		for _, w := range ws {
@@ -194,7 +198,7 @@ func awaitProgress(ws []watched, ps []part, snap map[string]map[riffle.TopicPart
 		}
 		return out
 	}
-	_ = eventually(outageDeadline, func() error {
+	_ = eventually(d, func() error {
 		if len(pending()) > 0 {
 			return errNotYet
 		}
@@ -235,9 +239,19 @@ func chaos(t *testing.T, cl *riffle.Client, rounds int, settle time.Duration, ws
 	ctx := timeout(t, time.Duration(rounds)*5*time.Minute)
 	var kills []kill
 	killed := map[int32]int{}
+	// Every workload under way on every partition first: a share
+	// group's first assignment waits for __share_group_state to be
+	// created and its partitions initialized, several seconds on a
+	// fresh cluster.
+	ps, err := describe(ctx, cl, topics...)
+	must(t, "metadata", err)
+	none := map[string]map[riffle.TopicPartition]int{}
+	if left := awaitProgressWithin(ws, ps, none, 2*time.Minute); len(left) > 0 {
+		t.Fatalf("before the first kill, no progress in 2m on %v", left)
+	}
 	time.Sleep(settle)
 	for i := range rounds {
-		ps, err := describe(ctx, cl, topics...)
+		ps, err = describe(ctx, cl, topics...)
 		must(t, "metadata", err)
 		k := kill{}
 		k.node, k.led = mostLed(ps, killed)
