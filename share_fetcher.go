@@ -380,6 +380,10 @@ func (f *shareFetcher) loop() {
 			fails++
 			sc.c.log.Debug("share fetch failed", append(sc.log(), "broker", f.node, "err", err)...)
 			f.session.Reset()
+			// The broker may be gone (its partitions led elsewhere
+			// now, and no answer of its will say so): metadata says
+			// where they went, and the placement loop moves them.
+			sc.cl.TriggerMetadata()
 			t := time.NewTimer(sc.c.cfg.retryBackoff.Delay(fails, 0.5))
 			select {
 			case <-t.C:

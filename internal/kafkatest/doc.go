@@ -20,6 +20,7 @@
 // directory.
 //
 // By hand, go run ./internal/kafkatest/cmd/kafka -nodes 3 prints the
-// bootstrap addresses and runs until Ctrl-C. The integration suite that
-// uses the harness is ./integration.
+// bootstrap addresses and runs until Ctrl-C. The suites that use the
+// harness are ./integration (one cluster shared by its tests) and ./crash
+// (a cluster of its own, whose nodes it kills, stops and restarts).
 package kafkatest
