@@ -442,7 +442,11 @@ func (p *Producer) topic(ctx context.Context, name string) (*topicState, error) 
 	// refreshes keep them, until Close. Concurrent first uses each take
 	// one; all but the winner's are released.
 	p.cl.TrackTopics(name)
-	tm, err := p.cl.LookupTopicWait(ctx, name, cluster.TopicWait{For: p.cfg.unknownTopicWait, Refreshes: p.c.cfg.unknownTopicRetries})
+	w := p.cl.TopicWait()
+	if p.cfg.unknownTopicSet {
+		w.For, w.Option = p.cfg.unknownTopicWait, "UnknownTopicTimeout"
+	}
+	tm, err := p.cl.LookupTopicWait(ctx, name, w)
 	if err != nil {
 		p.cl.UntrackTopics(name)
 		return nil, err
