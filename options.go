@@ -249,8 +249,8 @@ func MaxInflightPerConn(n int) Option { return func(c *clientConfig) { c.maxInfl
 // (default 5 s). It is the one budget of every such wait of the client:
 // a producer's first use of a topic (unless the producer sets
 // UnknownTopicTimeout), the Admin calls that look a topic's partitions or
-// leaders up (ListOffsets, DeleteRecords, DescribeProducers,
-// ElectLeaders, ...), the ranges package's lookups, and a consumer's
+// leaders up (ListOffsets, ListOffsetsIsolated, DeleteRecords,
+// DescribeProducers), the ranges package's lookups, and a consumer's
 // assigned partition whose topic or partition the metadata does not have
 // (it is not failed: it keeps waiting, and is reported through
 // OnPartitionError once it has waited this long). While refreshes answer
@@ -268,10 +268,12 @@ func MaxInflightPerConn(n int) Option { return func(c *clientConfig) { c.maxInfl
 // 0.5 s on a loaded 3-node Kafka 4.4 cluster, and a lookup answered by
 // such a broker would otherwise fail. Java's clients wait for a topic's
 // metadata by time too: the producer up to max.block.ms, the consumer
-// and most Admin calls (DeleteRecords, DescribeProducers) up to
-// default.api.timeout.ms, both 60 s, which hides a misspelt topic for a
-// minute; 5 s is ten times the propagation seen and still fails a wrong
-// topic name quickly.
+// and the Admin's deleteRecords and describeProducers up to
+// default.api.timeout.ms, both 60 s (its listOffsets fails at the first
+// unknown answer), which hides a misspelt topic for a minute; 5 s is ten
+// times the propagation seen and still fails a wrong topic name quickly,
+// and one budget for every lookup keeps an Admin call and a producer of
+// the same topic consistent.
 func UnknownTopicWait(d time.Duration) Option {
 	return func(c *clientConfig) { c.unknownTopicWait = d }
 }
