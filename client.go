@@ -84,6 +84,7 @@ func NewClient(opts ...Option) (*Client, error) {
 		IdleTimeout:         cfg.idleTimeout,
 		MetadataMinAge:      cfg.metadataMinAge,
 		MetadataMaxAge:      cfg.metadataMaxAge,
+		UnknownTopicWait:    cfg.unknownTopicWait,
 		UnknownTopicRetries: cfg.unknownTopicRetries,
 		Logger:              log,
 	})

@@ -12,11 +12,11 @@ import (
 
 // A partition of a topic that does not exist waits for it: the coordinator
 // retries after backoffs (no spin), the wait is reported once through
-// OnPartitionError and shown in Stats, and records flow once the topic is
-// created.
+// OnPartitionError (after UnknownTopicWait) and shown in Stats, and records
+// flow once the topic is created.
 func TestAssignMissingTopicWaitsWithoutSpin(t *testing.T) {
 	fake := newFake(t, kfake.NumBrokers(1))
-	cl := newTestClient(t, SeedBrokers(fake.ListenAddrs()...))
+	cl := newTestClient(t, SeedBrokers(fake.ListenAddrs()...), UnknownTopicWait(200*time.Millisecond))
 	var mu sync.Mutex
 	var reported []*PartitionError
 	got := make(chan int64, 10)

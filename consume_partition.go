@@ -77,12 +77,14 @@ type cpart struct {
 	resolveFails int
 	// waitErr: why the start offset waits (the metadata names the topic
 	// or partition unknown), reported once per change and shown in
-	// Stats; cleared once the partition starts.
-	waitErr  *PartitionError
-	running  bool
-	queued   bool
-	fetchErr *PartitionError // stops the partition once buf drains
-	err      *PartitionError
+	// Stats once unknownSince is UnknownTopicWait ago; both cleared once
+	// the partition has a leader.
+	waitErr      *PartitionError
+	unknownSince time.Time
+	running      bool
+	queued       bool
+	fetchErr     *PartitionError // stops the partition once buf drains
+	err          *PartitionError
 	// handlerErr: err is the handler's (reported to PartitionHooks).
 	handlerErr bool
 	idleCh     chan struct{} // closed when a revoked partition stops running

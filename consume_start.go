@@ -68,13 +68,22 @@ func (cs *Consumer) resolveOffsets(ps []*cpart) {
 			missing = true
 			p.resolveFails++
 			p.resolveAfter = now.Add(cs.c.cfg.retryBackoff.Delay(p.resolveFails, rand.Float64()))
-			if why := unknownPartition(tm, p.tp); why != nil && (p.waitErr == nil || p.waitErr.Err.Error() != why.Error()) {
+			why := unknownPartition(tm, p.tp, cs.c.cfg.unknownTopicWait)
+			if why != nil && p.unknownSince.IsZero() {
+				p.unknownSince = now
+			}
+			// A topic created a moment ago is unknown to some brokers
+			// for a while: reported only once it has been unknown for
+			// UnknownTopicWait, as a lookup would fail then.
+			if why != nil && now.Sub(p.unknownSince) >= cs.c.cfg.unknownTopicWait &&
+				(p.waitErr == nil || p.waitErr.Err.Error() != why.Error()) {
 				p.waitErr = &PartitionError{Topic: p.tp.Topic, Partition: p.tp.Partition, Offset: -1, Err: why}
 				waiting = append(waiting, p.waitErr)
 			}
 			p.mu.Unlock()
 			continue
 		}
+		p.unknownSince = time.Time{}
 		p.resolving = p.epoch + 1
 		k := key{leader, p.start.listTimestamp()}
 		groups[k] = append(groups[k], resolveItem{p: p, epoch: p.epoch, leaderEpoch: lepoch})
@@ -98,19 +107,21 @@ func (cs *Consumer) resolveOffsets(ps []*cpart) {
 
 // unknownPartition is why the metadata gives tp no leader when it says the
 // topic or the partition does not exist, nil otherwise (not asked about
-// yet, or a leader election in progress).
-func unknownPartition(tm *cluster.TopicMeta, tp TopicPartition) error {
+// yet, or a leader election in progress). The reason names the wait
+// before it is reported (UnknownTopicWait), not the time waited, so that
+// it is the same on every pass.
+func unknownPartition(tm *cluster.TopicMeta, tp TopicPartition, wait time.Duration) error {
 	if tm == nil {
 		return nil
 	}
 	if tm.Err != nil {
 		if errors.Is(tm.Err, kafkaerr.ForCode(kafkaerr.UnknownTopicOrPartition)) {
-			return fmt.Errorf("%w: topic %q: the metadata names it unknown; retrying in case it is created: %w", ErrUnknownTopic, tp.Topic, tm.Err)
+			return fmt.Errorf("%w %q: not in the metadata for %v (UnknownTopicWait); retrying in case it is created: %w", ErrUnknownTopic, tp.Topic, wait, tm.Err)
 		}
 		return nil
 	}
 	if _, ok := tm.Partition(tp.Partition); !ok {
-		return fmt.Errorf("%w: topic %q has no partition %d (%d partitions); retrying in case it is created", ErrUnknownTopic, tp.Topic, tp.Partition, len(tm.Partitions))
+		return fmt.Errorf("%w: topic %q has had no partition %d for %v (UnknownTopicWait; %d partitions); retrying in case it is created", ErrUnknownTopic, tp.Topic, tp.Partition, wait, len(tm.Partitions))
 	}
 	return nil
 }

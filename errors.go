@@ -37,7 +37,8 @@ var (
 	// *UnreachableError listing every address tried and why.
 	ErrUnreachable = errs.ErrUnreachable
 	// ErrUnknownTopic means the cluster reported the topic as unknown on
-	// every metadata refresh of the retry budget.
+	// every metadata refresh for UnknownTopicWait (a producer's
+	// UnknownTopicTimeout), or the topic has no such partition.
 	ErrUnknownTopic = errs.ErrUnknownTopic
 	// ErrAuthorization matches every error a broker answers for a missing
 	// ACL: any *_AUTHORIZATION_FAILED code (TOPIC_, GROUP_, CLUSTER_,

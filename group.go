@@ -561,8 +561,17 @@ func (m *member) lead(ctx context.Context, proto string, jms []kmsg.JoinGroupRes
 	counts := map[string]int32{}
 	watched := make(map[string]int, len(all)) // for subscriptionChanged: 0 for a missing topic
 	racks := assign.PartitionRacks{}          // KIP-881: the racks of each partition's replicas
+	// A subscribed topic the metadata does not have gets no partitions
+	// and is watched (the group rebalances once it appears), as Java's
+	// leader assigns from the metadata it has: the leader does not wait
+	// UnknownTopicWait for it, only the few refreshes it always has
+	// (leaderTopicRefreshes, or the deprecated UnknownTopicRetries).
+	tw := m.cs.cl.TopicWait()
+	if tw.Refreshes == 0 {
+		tw.Refreshes = leaderTopicRefreshes
+	}
 	for t := range all {
-		tm, err := m.cs.cl.LookupTopic(ctx, t)
+		tm, err := m.cs.cl.LookupTopicWait(ctx, t, tw)
 		if err != nil {
 			if errors.Is(err, errs.ErrUnknownTopic) {
 				watched[t] = 0
@@ -984,3 +993,7 @@ func (m *member) commitFinal(ctx context.Context, pos map[TopicPartition]int64, 
 		wait = min(2*wait, 500*time.Millisecond)
 	}
 }
+
+// leaderTopicRefreshes is how many refreshes answering a subscribed topic
+// unknown a group leader takes before it assigns the topic nothing.
+const leaderTopicRefreshes = 4

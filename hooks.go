@@ -376,7 +376,9 @@ func hooksOf[T, H any](hooks []H) []T {
 // bounded set of values. It returns "" for nil; the Kafka error's name
 // (e.g. "NOT_LEADER_FOR_PARTITION") for a Kafka error that no client class
 // below wraps; otherwise one of "closed", "canceled", "timeout" (a context
-// deadline or ErrRequestTimeout), "delivery_timeout", "auth",
+// deadline or ErrRequestTimeout), "delivery_timeout", "auth" (the client
+// could not authenticate: SASL, TLS), "authorization" (ErrAuthorization:
+// the broker refused a missing ACL, any *_AUTHORIZATION_FAILED code),
 // "unreachable", "connection" (ErrConnClosed), "malformed",
 // "unknown_topic", "buffer_full", "record_too_large", "data_loss",
 // "corrupt_batch", "config", "unsupported", or "other".
@@ -395,6 +397,7 @@ func ErrorClass(err error) string {
 		{ErrRecordTooLarge, "record_too_large"},
 		{ErrCorruptBatch, "corrupt_batch"},
 		{ErrAuth, "auth"},
+		{ErrAuthorization, "authorization"},
 		{ErrUnreachable, "unreachable"},
 		{ErrConnClosed, "connection"},
 		{ErrMalformedResponse, "malformed"},

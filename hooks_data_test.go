@@ -194,7 +194,7 @@ func TestProduceHookFailure(t *testing.T) {
 	var recs int
 	for _, e := range h.produced {
 		recs += e.Records
-		if ErrorClass(e.Err) != "TOPIC_AUTHORIZATION_FAILED" || e.CompressedBytes <= 0 {
+		if ErrorClass(e.Err) != "authorization" || e.CompressedBytes <= 0 {
 			t.Errorf("event %+v, class %q", e, ErrorClass(e.Err))
 		}
 	}
@@ -338,6 +338,10 @@ func TestErrorClass(t *testing.T) {
 		{context.DeadlineExceeded, "timeout"},
 		{context.Canceled, "canceled"},
 		{ErrRequestTimeout, "timeout"},
+		{fmt.Errorf("t[0]: %w", ErrTopicAuthorization), "authorization"},
+		{fmt.Errorf("InitProducerId: %w", ErrClusterAuthorization), "authorization"},
+		{KafkaErrorForCode(53), "authorization"}, // TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+		{KafkaErrorForCode(30), "authorization"}, // GROUP_AUTHORIZATION_FAILED
 		{errors.New("something"), "other"},
 	} {
 		if got := ErrorClass(c.err); got != c.want {

@@ -29,16 +29,20 @@ type idState struct {
 	stopErr atomic.Pointer[error]
 	wake    chan struct{}
 	// lastErr is the last InitProducerId failure while the producer has
-	// no id (nil once it has one), for the delivery timeout's error.
+	// no id or waits for an epoch bump (nil once it has them), for the
+	// delivery timeout's error.
 	lastErr error
+	// askAgain: a bump was refused (authorization) and the records
+	// waiting for it failed; the next record to send asks again.
+	askAgain bool
 }
 
 // lastFailure returns the last InitProducerId failure while the producer
-// has no id, nil if none.
+// has no id or waits for a new epoch, nil if none.
 func (s *idState) lastFailure() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.ready {
+	if s.ready && !s.bumping {
 		return nil
 	}
 	return s.lastErr
@@ -52,6 +56,10 @@ func (s *idState) current() (*producer.Identity, bool) {
 	if !s.ready {
 		s.poke()
 		return nil, s.bumping
+	}
+	if s.bumping && s.askAgain {
+		s.askAgain = false
+		s.poke()
 	}
 	id := s.id
 	return &id, s.bumping
@@ -99,6 +107,7 @@ func (p *Producer) idLoop() {
 	}
 	var next *producer.Identity // obtained by a bump, not yet installed
 	var idFails idFailures      // the first id's failures in a row
+	bumpFails := idFailures{what: "producer epoch bump"}
 	for {
 		select {
 		case <-p.ctx.Done():
@@ -129,7 +138,7 @@ func (p *Producer) idLoop() {
 					// again (waking the loop through current).
 					p.c.log.Warn("InitProducerId refused; failing the records waiting for a producer id", "err", err)
 					idFails = idFailures{}
-					p.failWaiting(err)
+					p.failWaiting("no producer id", err)
 					p.sleep(p.c.cfg.retryBackoff.Max)
 					continue
 				}
@@ -152,13 +161,35 @@ func (p *Producer) idLoop() {
 			if next == nil {
 				id, err := p.initProducerID(&cur)
 				if err != nil {
-					if p.ctx.Err() == nil {
-						p.c.log.Warn("producer epoch bump failed; retrying", "err", err)
-						p.sleep(p.c.cfg.retryBackoff.Max)
-						p.id.poke()
+					if p.ctx.Err() != nil {
+						continue
 					}
+					p.id.mu.Lock()
+					p.id.lastErr = err
+					p.id.mu.Unlock()
+					if errors.Is(err, ErrAuthorization) {
+						// As for the first id: the records waiting
+						// for the new epoch fail now with the cause,
+						// and the next record to send asks again.
+						p.c.log.Warn("producer epoch bump refused; failing the records waiting for it", "err", err)
+						bumpFails = idFailures{what: bumpFails.what}
+						p.failWaiting("no new producer epoch", err)
+						p.id.mu.Lock()
+						p.id.askAgain = true
+						p.id.mu.Unlock()
+						p.sleep(p.c.cfg.retryBackoff.Max)
+						continue
+					}
+					bumpFails.log(p.c.log, err, nowFn())
+					p.sleep(p.c.cfg.retryBackoff.Max)
+					p.id.poke()
 					continue
 				}
+				bumpFails.recovered(p.c.log)
+				bumpFails = idFailures{what: bumpFails.what}
+				p.id.mu.Lock()
+				p.id.lastErr, p.id.askAgain = nil, false
+				p.id.mu.Unlock()
 				next = &id
 			}
 			if !p.resetAll(*next) {
@@ -181,12 +212,21 @@ func (p *Producer) idLoop() {
 // retries it without a warning too.
 const idWarnAfter = 10 * time.Second
 
-// idFailures counts the producer's first InitProducerId failures in a row,
-// for logging: Debug while they are young, one Warn once they persist.
+// idFailures counts the producer's InitProducerId failures in a row (for
+// the first id, or for an epoch bump), for logging: Debug while they are
+// young, one Warn once they persist, Info when they end after it.
 type idFailures struct {
+	what   string // "" is "InitProducerId"
 	n      int
 	since  time.Time
 	warned bool
+}
+
+func (f *idFailures) name() string {
+	if f.what == "" {
+		return "InitProducerId"
+	}
+	return f.what
 }
 
 func (f *idFailures) log(lg *slog.Logger, err error, now time.Time) {
@@ -196,24 +236,25 @@ func (f *idFailures) log(lg *slog.Logger, err error, now time.Time) {
 	f.n++
 	if !f.warned && now.Sub(f.since) >= idWarnAfter {
 		f.warned = true
-		lg.Warn("InitProducerId keeps failing; retrying", "attempts", f.n, "for", now.Sub(f.since).Round(time.Millisecond), "err", err)
+		lg.Warn(f.name()+" keeps failing; retrying", "attempts", f.n, "for", now.Sub(f.since).Round(time.Millisecond), "err", err)
 		return
 	}
-	lg.Debug("InitProducerId failed; retrying", "attempt", f.n, "err", err)
+	lg.Debug(f.name()+" failed; retrying", "attempt", f.n, "err", err)
 }
 
 // recovered logs the end of failures that were warned about.
 func (f *idFailures) recovered(lg *slog.Logger) {
 	if f.warned {
-		lg.Info("InitProducerId succeeded again", "after_attempts", f.n)
+		lg.Info(f.name()+" succeeded again", "after_attempts", f.n)
 	}
 }
 
-// failWaiting fails every record waiting for the first producer id.
-func (p *Producer) failWaiting(cause error) {
+// failWaiting fails every record waiting for a producer id or a new epoch
+// (why says which), with cause.
+func (p *Producer) failWaiting(why string, cause error) {
 	for _, ts := range *p.topics.Load() {
 		for _, part := range ts.partitions() {
-			part.failWaiting(cause)
+			part.failWaiting(why, cause)
 		}
 	}
 }

@@ -327,11 +327,13 @@ func (s *partState) failAll(ctxErr error) {
 	}
 }
 
-// failWaiting fails the records that wait for the producer's first id
-// with cause (InitProducerId refused: authorization): the open batch and
-// every sealed batch not yet numbered (before the first id none is).
-// Batches carrying numbers, or on the wire, are left alone.
-func (s *partState) failWaiting(cause error) {
+// failWaiting fails the records that wait for the producer's first id, or
+// for an epoch bump, with cause (InitProducerId refused: authorization):
+// the open batch and every sealed batch not numbered (before the first id
+// none is; before a bump none is numbered with the new epoch). Batches
+// carrying numbers, or on the wire, are left alone. why names what they
+// waited for.
+func (s *partState) failWaiting(why string, cause error) {
 	s.mu.Lock()
 	if s.linger != nil {
 		s.linger.Stop()
@@ -340,7 +342,7 @@ func (s *partState) failWaiting(cause error) {
 	s.open, s.openBytes, s.due = nil, 0, false
 	out, _ := s.seq.Expire(func(b *producer.Batch) bool { return !b.Pinned() })
 	s.mu.Unlock()
-	err := fmt.Errorf("%s[%d]: no producer id: %w", s.topic.name, s.id, cause)
+	err := fmt.Errorf("%s[%d]: %s: %w", s.topic.name, s.id, why, cause)
 	for _, b := range out {
 		s.p.finish(b.Payload.(*pbatch), s.topic.name, s.id, -1, err)
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -176,7 +175,9 @@ type pbatch struct {
 // them from one deadlocks. Produce blocks only while the buffer is full
 // (see MaxBufferedBytes, FailFast) or the topic's metadata is first looked
 // up, and returns when ctx ends; in that case fn is called with ctx's
-// error.
+// error. The error fn gets names where the record failed once: its
+// partition ("t[1]: …"), or, when it failed before it had one, its topic
+// (`topic "t": …`); errors.Is sees through that.
 // After the record is written, rec.Partition and rec.Offset are set.
 // The producer reads rec's fields until fn is called; do not modify them.
 // Once Close was called, fn is called at once with ErrProducerClosed (and
@@ -228,7 +229,7 @@ func (p *Producer) produce(ctx context.Context, rec *Record, fn func(*Record, er
 	br := toBatchRecord(rec)
 	encSize, bound := batch.Sizes(&br)
 	if encSize > p.cfg.maxBatchBytes {
-		p.failAdmitted(rec, fn, fmt.Errorf("topic %s: %w: %d bytes encoded (MaxBatchBytes %d)", rec.Topic, ErrRecordTooLarge, encSize, p.cfg.maxBatchBytes))
+		p.failAdmitted(rec, fn, fmt.Errorf("topic %q: %w: %d bytes encoded (MaxBatchBytes %d)", rec.Topic, ErrRecordTooLarge, encSize, p.cfg.maxBatchBytes))
 		return
 	}
 	size := bufferedSize(rec, bound)
@@ -248,7 +249,7 @@ func (p *Producer) produce(ctx context.Context, rec *Record, fn func(*Record, er
 	}
 	ts, err := p.topic(ctx, rec.Topic)
 	if err == nil && encSize > ts.maxBatch {
-		err = fmt.Errorf("topic %s: %w: %d bytes encoded (max.message.bytes %d)", rec.Topic, ErrRecordTooLarge, encSize, ts.maxBatch)
+		err = fmt.Errorf("topic %q: %w: %d bytes encoded (max.message.bytes %d)", rec.Topic, ErrRecordTooLarge, encSize, ts.maxBatch)
 	}
 	var part *partState
 	if err == nil {
@@ -263,7 +264,8 @@ func (p *Producer) produce(ctx context.Context, rec *Record, fn func(*Record, er
 
 // ProduceSync produces recs and waits for all of them; it does not wait for
 // linger. It returns nil if every record was written, otherwise the
-// records' errors joined (each names its topic and partition). If ctx ends
+// records' errors joined (each names its partition once, "t[1]: …", or,
+// for a record that failed before it had one, its topic). If ctx ends
 // first, it returns ctx's error; the records' outcomes still arrive later
 // (they are not cancelled). After Close it returns ErrProducerClosed at
 // once.
@@ -285,11 +287,7 @@ func (p *Producer) ProduceSync(ctx context.Context, recs ...*Record) error {
 		p.produce(ctx, r, func(r *Record, err error) {
 			if err != nil {
 				mu.Lock()
-				// Most errors name the partition already.
-				if prefix := fmt.Sprintf("%s[%d]: ", r.Topic, r.Partition); !strings.HasPrefix(err.Error(), prefix) {
-					err = fmt.Errorf("%s%w", prefix, err)
-				}
-				all = append(all, err)
+				all = append(all, err) // named by recordError
 				mu.Unlock()
 			}
 			if left.Add(-1) == 0 {
@@ -332,6 +330,7 @@ func (p *Producer) failAdmitted(rec *Record, fn func(*Record, error), err error)
 // outcome: the ProduceBatchHooks see it as an Unbatched batch of one
 // record (partition: the one chosen, or -1), then fn gets err.
 func (p *Producer) failUnbatched(rec *Record, fn func(*Record, error), err error, partition int32) {
+	err = recordError(rec.Topic, partition, err)
 	if len(p.batchHks) > 0 {
 		p.unbatchedDone(rec, partition, err)
 	}
@@ -442,7 +441,11 @@ func (p *Producer) topic(ctx context.Context, name string) (*topicState, error) 
 	// refreshes keep them, until Close. Concurrent first uses each take
 	// one; all but the winner's are released.
 	p.cl.TrackTopics(name)
-	tm, err := p.cl.LookupTopicWait(ctx, name, cluster.TopicWait{For: p.cfg.unknownTopicWait, Refreshes: p.c.cfg.unknownTopicRetries})
+	w := p.cl.TopicWait()
+	if p.cfg.unknownTopicSet {
+		w.For, w.Option = p.cfg.unknownTopicWait, "UnknownTopicTimeout"
+	}
+	tm, err := p.cl.LookupTopicWait(ctx, name, w)
 	if err != nil {
 		p.cl.UntrackTopics(name)
 		return nil, err
@@ -574,6 +577,7 @@ func (p *Producer) finish(b *pbatch, topic string, partition int32, baseOffset i
 	if b.done.Swap(true) {
 		return
 	}
+	err = recordError(topic, partition, err)
 	if err != nil && p.txn != nil {
 		// Before the buffer is released: a commit waiting for these
 		// records sees the transaction failed when they are done.

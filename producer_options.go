@@ -69,6 +69,7 @@ type producerConfig struct {
 	transactionalID    string
 	txnTimeout         time.Duration
 	unknownTopicWait   time.Duration // see UnknownTopicTimeout
+	unknownTopicSet    bool          // UnknownTopicTimeout given; else the client's UnknownTopicWait
 }
 
 func defaultProducerConfig() producerConfig {
@@ -86,7 +87,6 @@ func defaultProducerConfig() producerConfig {
 		produceTimeout:     30 * time.Second,
 		maxRequestBytes:    16 << 20,
 		txnTimeout:         60 * time.Second,
-		unknownTopicWait:   5 * time.Second,
 	}
 }
 
@@ -204,24 +204,18 @@ func DeliveryTimeout(d time.Duration) ProducerOption {
 }
 
 // UnknownTopicTimeout is how long a record's first use of a topic waits
-// for the topic to appear in the metadata (default 5 s): while refreshes
-// answer UNKNOWN_TOPIC_OR_PARTITION or LEADER_NOT_AVAILABLE for it, the
-// producer refreshes again, spaced by the retry backoff (100 ms doubling to
-// 1 s by default) and MetadataMinAge; after d the record fails with
-// ErrUnknownTopic, whose message names the topic, the time waited and the
-// brokers' last answer. 0 fails at the first such answer.
-//
-// The wait is there because Kafka's brokers learn of a topic when they
-// replay the metadata log: a topic created a moment ago (CreateTopics
-// returned) is unknown to some brokers for a while, measured up to about
-// 0.5 s on a loaded 3-node Kafka 4.4 cluster. Java's producer waits for a
-// topic's metadata up to max.block.ms (60 s), which also covers a full
-// buffer and hides a misspelt topic for a minute; 5 s is ten times the
-// propagation seen and still fails a wrong topic name quickly. Produce's
-// context bounds the wait too. Other lookups of a client (Admin, consumers,
-// ranges) keep their refresh budget, see UnknownTopicRetries.
+// for the topic to appear in the metadata; the default is the client's
+// UnknownTopicWait (5 s unless set), so this is only needed for a
+// producer that should wait longer or shorter than the client's other
+// lookups. While refreshes answer UNKNOWN_TOPIC_OR_PARTITION or
+// LEADER_NOT_AVAILABLE for the topic, the producer refreshes again,
+// spaced by the retry backoff (100 ms doubling to 1 s by default) and
+// MetadataMinAge; after d the record fails with ErrUnknownTopic, whose
+// message names the topic, the time waited and the brokers' last answer.
+// 0 fails at the first such answer. Produce's context bounds the wait
+// too. See UnknownTopicWait for why the wait is there.
 func UnknownTopicTimeout(d time.Duration) ProducerOption {
-	return func(c *producerConfig) { c.unknownTopicWait = d }
+	return func(c *producerConfig) { c.unknownTopicWait, c.unknownTopicSet = d, true }
 }
 
 // MaxInflightPerPartition caps produce requests in flight per partition

@@ -39,7 +39,8 @@ type Config struct {
 	IdleTimeout         time.Duration  // close unused connections; default 30 s
 	MetadataMinAge      time.Duration  // floor between refreshes; default 100 ms
 	MetadataMaxAge      time.Duration  // periodic refresh; default 5 min
-	UnknownTopicRetries int            // refreshes before a topic is unknown; default 4
+	UnknownTopicWait    time.Duration  // how long a lookup waits for a topic to appear; 0: not at all
+	UnknownTopicRetries int            // refreshes answering a topic unknown before a lookup fails; 0: no bound
 
 	Logger *slog.Logger
 }
@@ -61,9 +62,6 @@ func (c *Config) setDefaults() {
 	}
 	if c.RetryBackoff.Base <= 0 {
 		c.RetryBackoff = backoff.Policy{Base: 100 * time.Millisecond, Max: time.Second, Jitter: 0.2}
-	}
-	if c.UnknownTopicRetries <= 0 {
-		c.UnknownTopicRetries = 4
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -334,10 +334,17 @@ func (c *Cluster) cached(topic string) *TopicMeta {
 // LookupTopic returns metadata for topic without tracking it: from the
 // snapshot if it is there, else from a refresh that asks about it (and
 // about nothing else the client does not track). A topic the cluster
-// reports as unknown fails with ErrUnknownTopic after UnknownTopicRetries
-// refreshes; the retry budget and ctx bound the wait.
+// reports as unknown is waited for up to UnknownTopicWait (and at most
+// UnknownTopicRetries such refreshes, when set), then fails with
+// ErrUnknownTopic; ctx bounds the wait too.
 func (c *Cluster) LookupTopic(ctx context.Context, topic string) (*TopicMeta, error) {
-	return c.LookupTopicWait(ctx, topic, TopicWait{Refreshes: c.cfg.UnknownTopicRetries})
+	return c.LookupTopicWait(ctx, topic, c.TopicWait())
+}
+
+// TopicWait is the client's wait for an unknown topic: UnknownTopicWait,
+// and UnknownTopicRetries when set.
+func (c *Cluster) TopicWait() TopicWait {
+	return TopicWait{For: c.cfg.UnknownTopicWait, Refreshes: c.cfg.UnknownTopicRetries}
 }
 
 // TopicWait is how long a lookup waits for a topic the metadata does not
@@ -345,12 +352,23 @@ func (c *Cluster) LookupTopic(ctx context.Context, topic string) (*TopicMeta, er
 // such as one created a moment ago: a KRaft broker learns of a topic when
 // it replays the metadata log, a while after CreateTopics returned.
 type TopicWait struct {
-	// For bounds the wait in time, from the lookup's start; 0 gives no
-	// time bound.
+	// For bounds the wait in time, from the lookup's start; 0 fails at
+	// the first refresh that does not know the topic.
 	For time.Duration
-	// Refreshes bounds the refreshes that answer
-	// UNKNOWN_TOPIC_OR_PARTITION; 0 gives no bound.
+	// Refreshes, when above 0, also ends the wait at that many refreshes
+	// answering UNKNOWN_TOPIC_OR_PARTITION (the deprecated
+	// UnknownTopicRetries).
 	Refreshes int
+	// Option names the option that set For, in errors; "" is
+	// "UnknownTopicWait".
+	Option string
+}
+
+func (w TopicWait) option() string {
+	if w.Option == "" {
+		return "UnknownTopicWait"
+	}
+	return w.Option
 }
 
 // LookupTopicWait is LookupTopic with the wait for an unknown topic given.
@@ -373,7 +391,7 @@ func (c *Cluster) LookupTopicWait(ctx context.Context, topic string, w TopicWait
 	var t *TopicMeta
 	budget, name := c.cfg.RetryTimeout, "RetryTimeout"
 	if w.For > budget {
-		budget, name = w.For, "UnknownTopicTimeout"
+		budget, name = w.For, w.option()
 	}
 	err := c.retryFor(ctx, name, budget, func(ctx context.Context) error {
 		snap, err := c.awaitRefresh(ctx, []string{topic})
@@ -401,9 +419,8 @@ func (c *Cluster) LookupTopicWait(ctx context.Context, topic string, w TopicWait
 		switch waited := time.Since(start); {
 		case w.Refreshes > 0 && unknown >= w.Refreshes:
 			return fmt.Errorf("%w %q (%d metadata refreshes): %w", errs.ErrUnknownTopic, topic, unknown, terr)
-		case w.For > 0 && waited >= w.For:
-			return fmt.Errorf("%w %q: not in the metadata after %v (%d refreshes): %w",
-				errs.ErrUnknownTopic, topic, waited.Round(time.Millisecond), refreshes, terr)
+		case waited >= w.For:
+			return unknownAfter(topic, waited, refreshes, terr)
 		}
 		return fmt.Errorf("topic %q: %w", topic, terr)
 	})
@@ -413,9 +430,20 @@ func (c *Cluster) LookupTopicWait(ctx context.Context, topic string, w TopicWait
 	return t, nil
 }
 
+// unknownAfter is the error of a topic still unknown after waiting.
+func unknownAfter(topic string, waited time.Duration, refreshes int, last error) error {
+	return fmt.Errorf("%w %q: not in the metadata after %v (%d refreshes): %w",
+		errs.ErrUnknownTopic, topic, waited.Round(time.Millisecond), refreshes, last)
+}
+
 // Leader returns the leader of topic/partition, refreshing while the
-// partition has no leader. Like LookupTopic it does not track the topic.
+// partition has no leader. Like LookupTopic it does not track the topic,
+// and it waits up to UnknownTopicWait (from its start) for a topic a
+// refresh names unknown: a broker that has not yet replayed the topic's
+// creation answers so for a while after another one knew it. A partition
+// the topic does not have fails at once.
 func (c *Cluster) Leader(ctx context.Context, topic string, partition int32) (PartitionMeta, error) {
+	start := time.Now()
 	t, err := c.LookupTopic(ctx, topic)
 	if err != nil {
 		return PartitionMeta{}, err
@@ -424,15 +452,25 @@ func (c *Cluster) Leader(ctx context.Context, topic string, partition int32) (Pa
 		return p, nil
 	}
 	var pm PartitionMeta
+	refreshes := 0
 	err = c.Retry(ctx, func(ctx context.Context) error {
 		snap, err := c.awaitRefresh(ctx, []string{topic})
 		if err != nil {
 			return err
 		}
+		refreshes++
 		t := snap.Topics[topic]
 		p, ok := t.Partition(partition)
 		switch {
-		case t == nil || !ok:
+		case t == nil || errors.Is(t.Err, kafkaerr.ForCode(kafkaerr.UnknownTopicOrPartition)):
+			last := kafkaerr.ForCode(kafkaerr.UnknownTopicOrPartition)
+			if waited := time.Since(start); waited >= c.cfg.UnknownTopicWait {
+				return unknownAfter(topic, waited, refreshes, last)
+			}
+			return fmt.Errorf("topic %q: %w", topic, last)
+		case t.Err != nil:
+			return fmt.Errorf("topic %q: %w", topic, t.Err)
+		case !ok:
 			return fmt.Errorf("%w: %s[%d] does not exist", errs.ErrUnknownTopic, topic, partition)
 		case p.Err != nil:
 			return fmt.Errorf("%s[%d]: %w", topic, partition, p.Err)

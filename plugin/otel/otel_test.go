@@ -369,6 +369,7 @@ func TestLagAndStoppedFromEvents(t *testing.T) {
 	if got := gaugePoints(t, reader, "riffle.consumer.partitions.stopped"); len(got) != 0 {
 		t.Errorf("partitions.stopped after removal: %v", got)
 	}
+	m.OnProduceBatch(riffle.ProduceBatchEvent{Topic: "t", Partition: 1, Records: 3, Err: fmt.Errorf("t[1]: %w", riffle.ErrTopicAuthorization)})
 	errs := map[string]int64{}
 	var rm metricdata.ResourceMetrics
 	if err := reader.Collect(context.Background(), &rm); err != nil {
@@ -385,8 +386,8 @@ func TestLagAndStoppedFromEvents(t *testing.T) {
 			}
 		}
 	}
-	if errs["handler/other"] != 1 || errs["partition_stopped/corrupt_batch"] != 1 {
-		t.Errorf("riffle.errors %v, want handler/other 1 and partition_stopped/corrupt_batch 1", errs)
+	if errs["handler/other"] != 1 || errs["partition_stopped/corrupt_batch"] != 1 || errs["produce/authorization"] != 1 {
+		t.Errorf("riffle.errors %v, want handler/other 1, partition_stopped/corrupt_batch 1 and produce/authorization 1", errs)
 	}
 }
 

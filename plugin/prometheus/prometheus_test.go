@@ -211,19 +211,24 @@ func TestErrorsByClass(t *testing.T) {
 	reg.MustRegister(m)
 	m.OnProduceBatch(riffle.ProduceBatchEvent{Topic: "t", Records: 7, Err: fmt.Errorf("t[0]: %w", riffle.ErrNotLeaderForPartition)})
 	m.OnProduceBatch(riffle.ProduceBatchEvent{Topic: "t", Records: 2, Err: riffle.ErrProducerClosed})
+	m.OnProduceBatch(riffle.ProduceBatchEvent{Topic: "t", Records: 3, Err: fmt.Errorf("t[1]: %w", riffle.ErrTopicAuthorization)})
 	// A record failed before it joined a batch: an error, no latency.
 	m.OnProduceBatch(riffle.ProduceBatchEvent{Topic: "t", Partition: -1, Records: 1, Err: riffle.ErrRecordTooLarge, Unbatched: true})
-	if got := sum(t, reg, "riffle_producer_record_error_total", map[string]string{"topic": "t"}); got != 10 {
-		t.Errorf("record_error_total = %v, want 10", got)
+	if got := sum(t, reg, "riffle_producer_record_error_total", map[string]string{"topic": "t"}); got != 13 {
+		t.Errorf("record_error_total = %v, want 13", got)
 	}
-	if got := sum(t, reg, "riffle_producer_record_latency_seconds", map[string]string{"topic": "t"}); got != 2 {
-		t.Errorf("record_latency_seconds has %v samples, want 2 (none for the unbatched record)", got)
+	if got := sum(t, reg, "riffle_producer_record_latency_seconds", map[string]string{"topic": "t"}); got != 3 {
+		t.Errorf("record_latency_seconds has %v samples, want 3 (none for the unbatched record)", got)
 	}
 	if got := sum(t, reg, "riffle_errors_total", map[string]string{"source": "produce", "class": "NOT_LEADER_FOR_PARTITION"}); got != 1 {
 		t.Errorf("errors_total{NOT_LEADER_FOR_PARTITION} = %v, want 1", got)
 	}
 	if got := sum(t, reg, "riffle_errors_total", map[string]string{"source": "produce", "class": "closed"}); got != 1 {
 		t.Errorf("errors_total{closed} = %v, want 1", got)
+	}
+	// Every *_AUTHORIZATION_FAILED code is one class, not its code name.
+	if got := sum(t, reg, "riffle_errors_total", map[string]string{"source": "produce", "class": "authorization"}); got != 1 {
+		t.Errorf("errors_total{authorization} = %v, want 1", got)
 	}
 }
 

@@ -118,7 +118,9 @@ func client(t *testing.T, opts ...riffle.Option) *riffle.Client {
 	var out io.Writer = w
 	lg := slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	all := append([]riffle.Option{riffle.SeedBrokers(env.cluster.Addrs()...), riffle.Logger(lg),
-		riffle.UnknownTopicRetries(40)}, opts...)
+		// Lookups wait as long as the 40 refreshes they had (bounded by
+		// RetryTimeout, 30 s): nodes are down in these tests.
+		riffle.UnknownTopicWait(30 * time.Second)}, opts...)
 	cl, err := riffle.NewClient(all...)
 	if err != nil {
 		t.Fatal(err)
