@@ -22,6 +22,7 @@ var adminCoverage = map[string]string{
 	"Admin.AlterGroupConfigs":             "TestGroupAdmin",
 	"Admin.AlterGroupOffsets":             "TestGroupAdmin",
 	"Admin.AlterPartitionReassignments":   "TestReassignAndElectLeaders",
+	"Admin.AlterReplicaLogDirs":           "TestAlterReplicaLogDirs",
 	"Admin.AlterShareGroupOffsets":        "TestShareGroupOffsetsAdmin",
 	"Admin.AlterTopicConfigs":             "TestTopicConfigsValidateOnly",
 	"Admin.AlterUserScramCredentials":     "TestScramCredentialsLogIn",
