@@ -65,6 +65,7 @@ var adminCoverage = map[string]string{
 	"Admin.ListTransactions":              "TestTransactionAdmin",
 	"Admin.PreviewResetOffsets":           "TestGroupAdmin",
 	"Admin.ResetOffsets":                  "TestGroupAdmin",
+	"Admin.UpdateFeatures":                "TestUpdateFeatures",
 	"Admin.ValidateOnly":                  "TestTopicConfigsValidateOnly",
 
 	"ValidateOnlyAdmin.AlterGroupConfigs":             "TestGroupAdmin",
@@ -73,6 +74,7 @@ var adminCoverage = map[string]string{
 	"ValidateOnlyAdmin.CreateTopics":                  "TestTopicConfigsValidateOnly",
 	"ValidateOnlyAdmin.IncrementalAlterBrokerConfigs": "TestBrokerConfigsSynonyms",
 	"ValidateOnlyAdmin.IncrementalAlterBrokerLoggers": "TestBrokerLoggers",
+	"ValidateOnlyAdmin.UpdateFeatures":                "TestUpdateFeatures",
 }
 
 // Every exported Admin method (and ValidateOnlyAdmin's) is in
