@@ -18,6 +18,7 @@ import (
 // the real broker. A method added to either type fails
 // TestEveryAdminMethodMeetsKafka until it has a real-broker test here.
 var adminCoverage = map[string]string{
+	"Admin.AbortTransaction":              "TestAbortHangingTransaction",
 	"Admin.AlterClientQuotas":             "TestClientQuotas",
 	"Admin.AlterGroupConfigs":             "TestGroupAdmin",
 	"Admin.AlterGroupOffsets":             "TestGroupAdmin",
