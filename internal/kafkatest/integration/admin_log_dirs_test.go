@@ -90,6 +90,7 @@ func TestAlterReplicaLogDirs(t *testing.T) {
 	to := others[0]
 	follower := leader%int32(env.nodes) + 1
 
+	moved := time.Now()
 	res, err := adm.AlterReplicaLogDirs(ctx, map[riffle.TopicPartitionReplica]string{
 		{TopicPartition: p0, Broker: leader}:   to,
 		{TopicPartition: p0, Broker: follower}: "/no/such/log/dir",
@@ -122,6 +123,7 @@ func TestAlterReplicaLogDirs(t *testing.T) {
 		}
 		return nil
 	})
+	t.Logf("%v on broker %d moved from %s to %s in %v", p0, leader, from, to, time.Since(moved).Round(time.Millisecond))
 	ds, err := adm.DescribeLogDirs(ctx, leader)
 	if err != nil {
 		t.Fatal(err)
