@@ -424,7 +424,9 @@ func (s AbortTransactionSpec) String() string {
 // It is for a transaction its coordinator lost track of, which no
 // timeout will end; the coordinator is not told (a transaction it still
 // knows ends on its own, by its producer or its timeout). It needs
-// CLUSTER_ACTION on the cluster (ErrClusterAuthorization without).
+// DESCRIBE on the topic, to find the leader (ErrTopicAuthorization
+// without), and CLUSTER_ACTION on the cluster (ErrClusterAuthorization
+// without).
 // Errors: ErrInvalidProducerEpoch, ErrTransactionCoordinatorFenced,
 // ErrUnknownTopicOrPartition, ErrUnknownTopic, or why the leader could
 // not answer.
