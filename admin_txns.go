@@ -371,3 +371,104 @@ func (a *Admin) DescribeTransactions(ctx context.Context, ids ...string) ([]Tran
 	}
 	return out, nil
 }
+
+// ---- AbortTransaction ----
+
+// Errors of Admin.AbortTransaction.
+var (
+	// ErrInvalidProducerEpoch (INVALID_PRODUCER_EPOCH) is
+	// Admin.AbortTransaction's answer when the partition's leader knows
+	// the producer at a newer epoch than the spec's: the transaction the
+	// spec names is no longer the producer's current one.
+	ErrInvalidProducerEpoch = kafkaerr.ForCode(kafkaerr.InvalidProducerEpoch)
+	// ErrTransactionCoordinatorFenced (TRANSACTION_COORDINATOR_FENCED) is
+	// Admin.AbortTransaction's answer when the partition's last
+	// transaction marker came from a newer coordinator epoch than the
+	// spec's.
+	ErrTransactionCoordinatorFenced = kafkaerr.ForCode(kafkaerr.TransactionCoordinatorFenced)
+)
+
+// AbortTransactionSpec names the open transaction of one producer on one
+// partition (Java's AbortTransactionSpec). DescribeProducers gives its
+// fields: the ProducerState whose CurrentTxnStartOffset is not -1 is a
+// producer with a transaction open on the partition, with its
+// ProducerID, ProducerEpoch and CoordinatorEpoch.
+type AbortTransactionSpec struct {
+	TopicPartition
+	ProducerID    int64
+	ProducerEpoch int16
+	// CoordinatorEpoch is the epoch of the transaction coordinator the
+	// abort marker is written in the name of: the partition's leader
+	// refuses one older than the last it saw for the producer
+	// (ErrTransactionCoordinatorFenced). DescribeProducers answers -1
+	// for a producer no marker was written for yet: pass 0 then, as
+	// Java's kafka-transactions tool does.
+	CoordinatorEpoch int32
+}
+
+// String formats the spec with its field names, e.g. "t[0]{ProducerID:7
+// ProducerEpoch:0 CoordinatorEpoch:3}". (Without it, the String of the
+// embedded TopicPartition would be promoted and %v would print only the
+// partition.)
+func (s AbortTransactionSpec) String() string {
+	return fmt.Sprintf("%v{ProducerID:%d ProducerEpoch:%d CoordinatorEpoch:%d}", s.TopicPartition, s.ProducerID, s.ProducerEpoch, s.CoordinatorEpoch)
+}
+
+// AbortTransaction aborts a hanging transaction on one partition (Java's
+// abortTransaction, KIP-664): it writes an abort marker for the spec's
+// producer to the partition, as the transaction coordinator would have
+// (WriteTxnMarkers to the partition's leader, retried after a metadata
+// refresh when the leader moved). The records the transaction wrote are
+// then aborted, and the partition's last stable offset, which held
+// read_committed consumers at the transaction's first record, moves on.
+// It is for a transaction its coordinator lost track of, which no
+// timeout will end; the coordinator is not told (a transaction it still
+// knows ends on its own, by its producer or its timeout). It needs
+// DESCRIBE on the topic, to find the leader (ErrTopicAuthorization
+// without), and CLUSTER_ACTION on the cluster (ErrClusterAuthorization
+// without).
+// Errors: ErrInvalidProducerEpoch, ErrTransactionCoordinatorFenced,
+// ErrUnknownTopicOrPartition, ErrUnknownTopic, or why the leader could
+// not answer.
+func (a *Admin) AbortTransaction(ctx context.Context, spec AbortTransactionSpec) error {
+	tp := spec.TopicPartition
+	replies, failed, err := leaderRouted(ctx, a, "abort transaction", []TopicPartition{tp},
+		func(ctx context.Context, leader int32, tps []TopicPartition) (map[TopicPartition]kmsg.WriteTxnMarkersResponseMarkerTopicPartition, error) {
+			req := kmsg.NewPtrWriteTxnMarkersRequest()
+			m := kmsg.NewWriteTxnMarkersRequestMarker()
+			m.ProducerID, m.ProducerEpoch, m.CoordinatorEpoch = spec.ProducerID, spec.ProducerEpoch, spec.CoordinatorEpoch
+			m.Committed = false
+			mt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
+			mt.Topic, mt.Partitions = tp.Topic, []int32{tp.Partition}
+			m.Topics = append(m.Topics, mt)
+			req.Markers = append(req.Markers, m)
+			resp, err := a.c.cl.Request(ctx, leader, cluster.ClassOther, req)
+			if err != nil {
+				return nil, err
+			}
+			out := map[TopicPartition]kmsg.WriteTxnMarkersResponseMarkerTopicPartition{}
+			for _, rm := range resp.(*kmsg.WriteTxnMarkersResponse).Markers {
+				if rm.ProducerID != spec.ProducerID {
+					continue
+				}
+				for _, rt := range rm.Topics {
+					for _, rp := range rt.Partitions {
+						out[TopicPartition{rt.Topic, rp.Partition}] = rp
+					}
+				}
+			}
+			return out, nil
+		},
+		func(rp kmsg.WriteTxnMarkersResponseMarkerTopicPartition) int16 { return rp.ErrorCode })
+	if err != nil {
+		return err
+	}
+	rp, ok := replies[tp]
+	if !ok {
+		return fmt.Errorf("aborting the transaction of %v: %w", spec, failed[tp])
+	}
+	if err := kafkaerr.ForCode(rp.ErrorCode); err != nil {
+		return fmt.Errorf("aborting the transaction of %v: %w", spec, err)
+	}
+	return nil
+}

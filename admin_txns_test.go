@@ -13,6 +13,7 @@ import (
 	"github.com/riffle-go/riffle/internal/batch"
 	"github.com/riffle-go/riffle/internal/cluster"
 	"github.com/riffle-go/riffle/internal/kafkaerr"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -526,5 +527,123 @@ func TestAdminTransactionsRetryMoved(t *testing.T) {
 	// transaction coordinator (key type 1), not the group one.
 	if !slices.Equal(keyTypes, []int8{1, 1}) {
 		t.Fatalf("FindCoordinator key types %v, want [1 1]", keyTypes)
+	}
+}
+
+// Admin.AbortTransaction writes an abort marker for the spec's producer on
+// the partition's leader: the records of the hanging transaction are
+// aborted and the last stable offset moves to the end. The request names
+// the producer, epoch and coordinator epoch with Committed false; a moved
+// leader is followed; the partition's errors come back typed; a
+// partition the metadata lacks fails without a request.
+func TestAdminAbortTransaction(t *testing.T) {
+	fake := newFake(t, kfake.NumBrokers(3), kfake.SeedTopics(2, "t"))
+	cl := newTxnAdminClient(t, fake)
+	adm := cl.Admin()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tp := TopicPartition{"t", 1}
+	x := initRawTxn(t, cl, "hanging")
+	x.add(tp)
+	start := x.produce(tp, "a", "b")
+
+	lso := func() (committed, end int64) {
+		t.Helper()
+		for _, iso := range []IsolationLevel{ReadCommitted, ReadUncommitted} {
+			los, err := adm.ListOffsetsIsolated(ctx, iso, OffsetLatest, "t")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, lo := range los {
+				if lo.Partition != tp.Partition {
+					continue
+				}
+				if iso == ReadCommitted {
+					committed = lo.Offset
+				} else {
+					end = lo.Offset
+				}
+			}
+		}
+		return
+	}
+	if c, e := lso(); c != start || e != start+2 {
+		t.Fatalf("with the transaction open: read_committed %d, end %d, want %d and %d", c, e, start, start+2)
+	}
+	prods, err := adm.DescribeProducers(ctx, tp)
+	if err != nil || prods[0].Err != nil || len(prods[0].Producers) != 1 || prods[0].Producers[0].CurrentTxnStartOffset != start {
+		t.Fatalf("DescribeProducers: %+v %v", prods, err)
+	}
+	ps := prods[0].Producers[0]
+	spec := AbortTransactionSpec{TopicPartition: tp, ProducerID: ps.ProducerID, ProducerEpoch: ps.ProducerEpoch, CoordinatorEpoch: 7}
+
+	var mu sync.Mutex
+	var sent []*kmsg.WriteTxnMarkersRequest
+	var to []int32
+	fake.ControlKey(int16(kmsg.WriteTxnMarkers), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		fake.KeepControl()
+		mu.Lock()
+		defer mu.Unlock()
+		sent = append(sent, kr.(*kmsg.WriteTxnMarkersRequest))
+		to = append(to, fake.CurrentNode())
+		return nil, nil, false
+	})
+
+	// Refusals come back typed and abort nothing.
+	for _, c := range []struct {
+		code *kerr.Error
+		want error
+	}{
+		{kerr.InvalidProducerEpoch, ErrInvalidProducerEpoch},
+		{kerr.TransactionCoordinatorFenced, ErrTransactionCoordinatorFenced},
+		{kerr.ClusterAuthorizationFailed, ErrClusterAuthorization},
+	} {
+		fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.WriteTxnMarkers}, Topic: "t", Partitions: []int32{1}, Err: c.code})
+		if err := adm.AbortTransaction(ctx, spec); !errors.Is(err, c.want) || !strings.Contains(err.Error(), "t[1]") {
+			t.Errorf("refused with %v: %v", c.code, err)
+		}
+	}
+	if c, _ := lso(); c != start {
+		t.Fatalf("a refused abort moved the last stable offset to %d", c)
+	}
+
+	// The leader moves after the client learned it: NOT_LEADER, then the
+	// new leader.
+	old := fake.LeaderFor("t", 1)
+	if err := fake.MoveTopicPartition("t", 1, (old+1)%3); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	sent, to = nil, nil
+	mu.Unlock()
+	if err := adm.AbortTransaction(ctx, spec); err != nil {
+		t.Fatalf("AbortTransaction(%v): %v", spec, err)
+	}
+	if c, e := lso(); c != e || e != start+3 { // the marker at start+2
+		t.Fatalf("after the abort: read_committed %d, end %d, want both %d", c, e, start+3)
+	}
+	mu.Lock()
+	// Retries may go to the old leader until the refreshed metadata
+	// names the new one.
+	if n := len(to); n < 2 || slices.ContainsFunc(to[:n-1], func(b int32) bool { return b != old }) || to[n-1] != (old+1)%3 {
+		t.Fatalf("WriteTxnMarkers to brokers %v (leader %d, then %d)", to, old, (old+1)%3)
+	}
+	if m := sent[len(sent)-1].Markers; len(m) != 1 || m[0].ProducerID != ps.ProducerID || m[0].ProducerEpoch != ps.ProducerEpoch ||
+		m[0].CoordinatorEpoch != 7 || m[0].Committed || len(m[0].Topics) != 1 || m[0].Topics[0].Topic != "t" ||
+		!slices.Equal(m[0].Topics[0].Partitions, []int32{1}) {
+		t.Fatalf("the marker sent: %+v", m)
+	}
+	sent = nil
+	mu.Unlock()
+
+	missing := spec
+	missing.TopicPartition = TopicPartition{"t", 5}
+	if err := adm.AbortTransaction(ctx, missing); !errors.Is(err, ErrUnknownTopicOrPartition) {
+		t.Errorf("a partition that does not exist: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(sent) != 0 {
+		t.Errorf("sent %d WriteTxnMarkers for a partition that does not exist", len(sent))
 	}
 }

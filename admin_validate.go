@@ -7,9 +7,9 @@ import (
 )
 
 // Validate-only admin calls: Java's validateOnly option of createTopics,
-// createPartitions and incrementalAlterConfigs. The calls take their
-// items variadically, so the option is a view of the Admin rather than
-// an argument: Admin.ValidateOnly().CreateTopics(ctx, specs...) is
+// createPartitions, incrementalAlterConfigs and updateFeatures. Most of
+// the calls take their items variadically, so the option is a view of
+// the Admin rather than an argument: Admin.ValidateOnly().CreateTopics(ctx, specs...) is
 // CreateTopics with ValidateOnly set in the request. Only the calls
 // whose requests have the flag are on the view, so a call that would
 // act for real cannot be mistaken for a dry run.
@@ -25,8 +25,8 @@ type ValidateOnlyAdmin struct{ a *Admin }
 
 // ValidateOnly returns the validate-only form of the calls that support
 // it: CreateTopics, CreatePartitions, AlterTopicConfigs,
-// IncrementalAlterBrokerConfigs, IncrementalAlterBrokerLoggers and
-// AlterGroupConfigs.
+// IncrementalAlterBrokerConfigs, IncrementalAlterBrokerLoggers,
+// AlterGroupConfigs and UpdateFeatures.
 func (a *Admin) ValidateOnly() *ValidateOnlyAdmin { return &ValidateOnlyAdmin{a} }
 
 // CreateTopics validates the creation of topics without creating them:

@@ -87,11 +87,13 @@ func readmeTour(ctx context.Context, user, pass string, k, v []byte, recs []*rif
 	}
 	// The rest of Java's AdminClient works the same way, one result per item:
 	// ACLs, client quotas, topic, broker and group configs (incremental), DeleteRecords,
-	// reassignments, ElectLeaders, log dirs, SCRAM credentials (salted here),
-	// group offsets, features. Each goes to the broker that must answer
-	// (controller, leader, coordinator, a given broker) and is retried there.
-	// Admin().ValidateOnly() has topic creation, partition raises and config
-	// changes checked without applying them (Java's validateOnly);
+	// reassignments, ElectLeaders, log dirs (described, replicas moved between
+	// them), SCRAM credentials (salted here), group offsets, features (described,
+	// updated), transactions (listed, described, a hanging one aborted). Each goes
+	// to the broker that must answer (controller, leader, coordinator, a given
+	// broker) and is retried there. Admin().ValidateOnly() has topic creation,
+	// partition raises, config changes and feature updates checked without
+	// applying them (Java's validateOnly);
 	// DescribeCluster and DescribeTopics take IncludeAuthorizedOperations().
 	acls, err := cl.Admin().CreateACLs(ctx, riffle.ACLBinding{
 		ResourceType: riffle.ACLResourceTopic, ResourceName: "events", Principal: "User:billing",

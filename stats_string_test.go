@@ -37,6 +37,8 @@ var embedders = map[string]struct {
 	"ShareGroupOffset":      {v: &riffle.ShareGroupOffset{}},
 	"PartitionProducers":    {v: &riffle.PartitionProducers{}},
 	"PartitionLag":          {v: &riffle.PartitionLag{}, byValue: true},
+	"TopicPartitionReplica": {v: &riffle.TopicPartitionReplica{}, byValue: true},
+	"AbortTransactionSpec":  {v: &riffle.AbortTransactionSpec{}},
 }
 
 // Every field of every type embedding TopicPartition shows in %v, %+v

@@ -448,7 +448,7 @@ func TestExactlyOnceByKeyOrderWhileProduceBlocks(t *testing.T) {
 		}
 		return nil, nil, false
 	})
-	prCl, err := riffle.NewClient(riffle.SeedBrokers(c.Addrs()...), riffle.UnknownTopicRetries(1000))
+	prCl, err := riffle.NewClient(riffle.SeedBrokers(c.Addrs()...), riffle.UnknownTopicWait(2*time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}

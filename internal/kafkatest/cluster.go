@@ -63,6 +63,12 @@ type Config struct {
 	// KeepDir keeps the cluster's directory (configs, data, broker logs)
 	// after Close, and says where it is through Logf.
 	KeepDir bool
+	// LogDirs is the number of log directories of each node, 1 to 4
+	// (default 2: data-0, data-1 in the node's directory), all in
+	// log.dirs (KRaft JBOD), so that a replica can be moved between a
+	// broker's directories (AlterReplicaLogDirs). The first one also
+	// holds the KRaft metadata log.
+	LogDirs int
 }
 
 // Cluster is a running Apache Kafka cluster of combined KRaft nodes on
@@ -125,6 +131,12 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	}
 	if cfg.Nodes != 1 && cfg.Nodes != 3 {
 		return nil, fmt.Errorf("kafkatest: Nodes %d: want 1 or 3", cfg.Nodes)
+	}
+	if cfg.LogDirs == 0 {
+		cfg.LogDirs = 2
+	}
+	if cfg.LogDirs < 1 || cfg.LogDirs > 4 {
+		return nil, fmt.Errorf("kafkatest: LogDirs %d: want 1 to 4", cfg.LogDirs)
 	}
 	if cfg.HeapMB == 0 {
 		cfg.HeapMB = 512
@@ -202,8 +214,10 @@ func start(ctx context.Context, cfg Config, libs string) (_ *Cluster, err error)
 	for i := range cfg.Nodes {
 		id := int32(i + 1)
 		nd := filepath.Join(dir, fmt.Sprintf("n%d", id))
-		if err := os.MkdirAll(filepath.Join(nd, "data"), 0o755); err != nil {
-			return nil, fmt.Errorf("kafkatest: %w", err)
+		for _, d := range logDirs(nd, cfg.LogDirs) {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				return nil, fmt.Errorf("kafkatest: %w", err)
+			}
 		}
 		n := &Node{
 			ID:             id,
@@ -600,7 +614,7 @@ func (c *Cluster) serverProperties(n *Node) string {
 		"controller.listener.names":                        "CONTROLLER",
 		"inter.broker.listener.name":                       "PLAINTEXT",
 		"listener.security.protocol.map":                   "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-		"log.dirs":                                         filepath.Join(n.dir, "data"),
+		"log.dirs":                                         strings.Join(logDirs(n.dir, c.cfg.LogDirs), ","),
 		"broker.rack":                                      n.Rack,
 		"replica.selector.class":                           "org.apache.kafka.common.replica.RackAwareReplicaSelector",
 		"auto.create.topics.enable":                        "false",
@@ -667,6 +681,16 @@ func (c *Cluster) serverProperties(n *Node) string {
 		fmt.Fprintf(&b, "%s=%s\n", k, props[k])
 	}
 	return b.String()
+}
+
+// logDirs are the k log directories of the node whose directory is
+// dir: data-0, data-1, ...
+func logDirs(dir string, k int) []string {
+	out := make([]string, k)
+	for i := range out {
+		out[i] = filepath.Join(dir, fmt.Sprintf("data-%d", i))
+	}
+	return out
 }
 
 // freePorts returns n distinct free loopback ports, found by listening on

@@ -161,7 +161,7 @@ func client(t *testing.T, opts ...riffle.Option) *riffle.Client {
 	t.Helper()
 	lg := slog.New(slog.NewTextHandler(logOf(t), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	all := append([]riffle.Option{riffle.SeedBrokers(env.cluster.Addrs()...), riffle.Logger(lg),
-		riffle.UnknownTopicRetries(40)}, opts...)
+		riffle.UnknownTopicWait(30 * time.Second)}, opts...)
 	cl, err := riffle.NewClient(all...)
 	if err != nil {
 		t.Fatal(err)

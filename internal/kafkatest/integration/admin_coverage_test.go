@@ -18,10 +18,12 @@ import (
 // the real broker. A method added to either type fails
 // TestEveryAdminMethodMeetsKafka until it has a real-broker test here.
 var adminCoverage = map[string]string{
+	"Admin.AbortTransaction":              "TestAbortHangingTransaction",
 	"Admin.AlterClientQuotas":             "TestClientQuotas",
 	"Admin.AlterGroupConfigs":             "TestGroupAdmin",
 	"Admin.AlterGroupOffsets":             "TestGroupAdmin",
 	"Admin.AlterPartitionReassignments":   "TestReassignAndElectLeaders",
+	"Admin.AlterReplicaLogDirs":           "TestAlterReplicaLogDirs",
 	"Admin.AlterShareGroupOffsets":        "TestShareGroupOffsetsAdmin",
 	"Admin.AlterTopicConfigs":             "TestTopicConfigsValidateOnly",
 	"Admin.AlterUserScramCredentials":     "TestScramCredentialsLogIn",
@@ -64,6 +66,7 @@ var adminCoverage = map[string]string{
 	"Admin.ListTransactions":              "TestTransactionAdmin",
 	"Admin.PreviewResetOffsets":           "TestGroupAdmin",
 	"Admin.ResetOffsets":                  "TestGroupAdmin",
+	"Admin.UpdateFeatures":                "TestUpdateFeatures",
 	"Admin.ValidateOnly":                  "TestTopicConfigsValidateOnly",
 
 	"ValidateOnlyAdmin.AlterGroupConfigs":             "TestGroupAdmin",
@@ -72,6 +75,7 @@ var adminCoverage = map[string]string{
 	"ValidateOnlyAdmin.CreateTopics":                  "TestTopicConfigsValidateOnly",
 	"ValidateOnlyAdmin.IncrementalAlterBrokerConfigs": "TestBrokerConfigsSynonyms",
 	"ValidateOnlyAdmin.IncrementalAlterBrokerLoggers": "TestBrokerLoggers",
+	"ValidateOnlyAdmin.UpdateFeatures":                "TestUpdateFeatures",
 }
 
 // Every exported Admin method (and ValidateOnlyAdmin's) is in

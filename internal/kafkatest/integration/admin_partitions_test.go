@@ -92,10 +92,17 @@ func TestReassignAndElectLeaders(t *testing.T) {
 	}
 
 	dirs, err := adm.DescribeLogDirs(ctx, from)
-	if err != nil || len(dirs) != 1 || dirs[0].Err != nil || len(dirs[0].Dirs) != 1 {
+	if err != nil || len(dirs) != 1 || dirs[0].Err != nil || len(dirs[0].Dirs) == 0 {
 		t.Fatalf("DescribeLogDirs(%d): %+v %v", from, dirs, err)
 	}
+	// The replica is in one of the broker's log dirs (two per node in
+	// the harness).
 	d := dirs[0].Dirs[0]
+	for _, ld := range dirs[0].Dirs {
+		if slices.ContainsFunc(ld.Partitions, func(lp riffle.LogDirPartition) bool { return lp.TopicPartition == p0 }) {
+			d = ld
+		}
+	}
 	i := slices.IndexFunc(d.Partitions, func(lp riffle.LogDirPartition) bool { return lp.TopicPartition == p0 })
 	if d.Err != nil || i < 0 || d.Partitions[i].Size < 2<<20 || d.Partitions[i].IsFuture || d.TotalBytes <= 0 || d.UsableBytes <= 0 {
 		t.Errorf("log dir %s of broker %d: %+v (partition %d)", d.Path, from, d, i)

@@ -226,14 +226,11 @@ func TestScramCredentialsLogIn(t *testing.T) {
 	}
 }
 
-// errClusterAuthorization is CLUSTER_AUTHORIZATION_FAILED (31), and
-// errTxnIDAuthorization TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53):
-// riffle has no sentinel for them; KafkaErrorForCode matches the broker's
-// typed error.
-var (
-	errClusterAuthorization = riffle.KafkaErrorForCode(31)
-	errTxnIDAuthorization   = riffle.KafkaErrorForCode(53)
-)
+// errTxnIDAuthorization is TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53):
+// riffle has no sentinel of its own for it (riffle.ErrAuthorization
+// matches it with the other authorization codes); KafkaErrorForCode
+// matches the broker's typed error.
+var errTxnIDAuthorization = riffle.KafkaErrorForCode(53)
 
 // newScramUser makes a SCRAM-SHA-512 user with no ACLs and returns a client
 // logged in as it, once the credential reached the brokers.
@@ -276,31 +273,41 @@ func TestAdminAuthorization(t *testing.T) {
 	adm := cl.Admin()
 
 	// Cluster resources.
-	if _, err := adm.DescribeACLs(ctx, riffle.ACLFilter{ResourceType: riffle.ACLResourceAny}); !errors.Is(err, errClusterAuthorization) {
+	if _, err := adm.DescribeACLs(ctx, riffle.ACLFilter{ResourceType: riffle.ACLResourceAny}); !errors.Is(err, riffle.ErrClusterAuthorization) {
 		t.Errorf("DescribeACLs: %v, want CLUSTER_AUTHORIZATION_FAILED", err)
 	}
-	if bcs, err := adm.DescribeBrokerConfigs(ctx, 1); err != nil || !errors.Is(bcs[0].Err, errClusterAuthorization) {
+	if bcs, err := adm.DescribeBrokerConfigs(ctx, 1); err != nil || !errors.Is(bcs[0].Err, riffle.ErrClusterAuthorization) {
 		t.Errorf("DescribeBrokerConfigs: %v %v, want CLUSTER_AUTHORIZATION_FAILED", bcs, err)
 	}
 	lvl := "INFO"
-	if res, err := adm.IncrementalAlterBrokerLoggers(ctx, riffle.BrokerConfigChange{Broker: 1, Name: "root", Value: &lvl}); err != nil || !errors.Is(res.Err(), errClusterAuthorization) {
+	if res, err := adm.IncrementalAlterBrokerLoggers(ctx, riffle.BrokerConfigChange{Broker: 1, Name: "root", Value: &lvl}); err != nil || !errors.Is(res.Err(), riffle.ErrClusterAuthorization) {
 		t.Errorf("IncrementalAlterBrokerLoggers: %v %v, want CLUSTER_AUTHORIZATION_FAILED", res, err)
 	}
-	if dirs, err := adm.DescribeLogDirs(ctx, 1); err != nil || !errors.Is(dirs[0].Err, errClusterAuthorization) {
+	if dirs, err := adm.DescribeLogDirs(ctx, 1); err != nil || !errors.Is(dirs[0].Err, riffle.ErrClusterAuthorization) {
 		t.Errorf("DescribeLogDirs: %+v %v, want CLUSTER_AUTHORIZATION_FAILED", dirs, err)
 	}
 	if res, err := adm.AlterClientQuotas(ctx, riffle.ClientQuotaAlteration{Entity: []riffle.QuotaEntityComponent{{Type: riffle.QuotaEntityUser, Name: user}},
-		Ops: []riffle.QuotaOp{{Key: "producer_byte_rate", Value: 1}}}); !errors.Is(err, errClusterAuthorization) && (len(res) != 1 || !errors.Is(res[0].Err, errClusterAuthorization)) {
+		Ops: []riffle.QuotaOp{{Key: "producer_byte_rate", Value: 1}}}); !errors.Is(err, riffle.ErrClusterAuthorization) && (len(res) != 1 || !errors.Is(res[0].Err, riffle.ErrClusterAuthorization)) {
 		t.Errorf("AlterClientQuotas: %v %v, want CLUSTER_AUTHORIZATION_FAILED", res, err)
 	}
-	if creds, err := adm.DescribeUserScramCredentials(ctx, user); !errors.Is(err, errClusterAuthorization) && (len(creds) != 1 || !errors.Is(creds[0].Err, errClusterAuthorization)) {
+	if creds, err := adm.DescribeUserScramCredentials(ctx, user); !errors.Is(err, riffle.ErrClusterAuthorization) && (len(creds) != 1 || !errors.Is(creds[0].Err, riffle.ErrClusterAuthorization)) {
 		t.Errorf("DescribeUserScramCredentials: %+v %v, want CLUSTER_AUTHORIZATION_FAILED", creds, err)
 	}
-	if res, err := adm.AlterPartitionReassignments(ctx, map[riffle.TopicPartition][]int32{p0: {1}}); !errors.Is(err, errClusterAuthorization) && !errors.Is(res.Err(), errClusterAuthorization) {
+	if res, err := adm.AlterPartitionReassignments(ctx, map[riffle.TopicPartition][]int32{p0: {1}}); !errors.Is(err, riffle.ErrClusterAuthorization) && !errors.Is(res.Err(), riffle.ErrClusterAuthorization) {
 		t.Errorf("AlterPartitionReassignments: %v %v, want CLUSTER_AUTHORIZATION_FAILED", res, err)
 	}
-	if res, err := adm.ElectLeaders(ctx, riffle.ElectionPreferred, p0); !errors.Is(err, errClusterAuthorization) && !errors.Is(res.Err(), errClusterAuthorization) {
+	if res, err := adm.ElectLeaders(ctx, riffle.ElectionPreferred, p0); !errors.Is(err, riffle.ErrClusterAuthorization) && !errors.Is(res.Err(), riffle.ErrClusterAuthorization) {
 		t.Errorf("ElectLeaders: %v %v, want CLUSTER_AUTHORIZATION_FAILED", res, err)
+	}
+	if res, err := adm.AlterReplicaLogDirs(ctx, map[riffle.TopicPartitionReplica]string{{TopicPartition: p0, Broker: 1}: "/no/such/dir"}); err != nil || len(res) != 1 || !errors.Is(res[0].Err, riffle.ErrClusterAuthorization) {
+		t.Errorf("AlterReplicaLogDirs: %v %v, want CLUSTER_AUTHORIZATION_FAILED", res, err)
+	}
+	if res, err := adm.ValidateOnly().UpdateFeatures(ctx, map[string]riffle.FeatureUpdate{"transaction.version": {MaxVersionLevel: 1, UpgradeType: riffle.FeatureSafeDowngrade}}); err != nil || len(res) != 1 || !errors.Is(res[0].Err, riffle.ErrClusterAuthorization) {
+		t.Errorf("UpdateFeatures (validate only): %v %v, want CLUSTER_AUTHORIZATION_FAILED", res, err)
+	}
+	// The leader lookup (Metadata) is refused before WriteTxnMarkers.
+	if err := adm.AbortTransaction(ctx, riffle.AbortTransactionSpec{TopicPartition: p0, ProducerID: 1}); !errors.Is(err, riffle.ErrTopicAuthorization) {
+		t.Errorf("AbortTransaction: %v, want ErrTopicAuthorization (DESCRIBE on the topic, for its leader)", err)
 	}
 	// Topic, group and transactional id resources.
 	if ds, err := adm.DescribeTopics(ctx, []string{tp}, riffle.IncludeAuthorizedOperations()); err != nil || !errors.Is(ds[0].Err, riffle.ErrTopicAuthorization) {
@@ -321,7 +328,7 @@ func TestAdminAuthorization(t *testing.T) {
 	if gs, err := adm.ListGroups(ctx); err != nil || slices.ContainsFunc(gs, func(g riffle.GroupListing) bool { return g.Group == group }) {
 		t.Errorf("ListGroups lists a group the user may not describe: %v", err)
 	}
-	if ds, err := adm.DescribeTransactions(ctx, txnID); err != nil || !errors.Is(ds[0].Err, errTxnIDAuthorization) {
+	if ds, err := adm.DescribeTransactions(ctx, txnID); err != nil || !errors.Is(ds[0].Err, errTxnIDAuthorization) || !errors.Is(ds[0].Err, riffle.ErrAuthorization) {
 		t.Errorf("DescribeTransactions: %+v %v, want TRANSACTIONAL_ID_AUTHORIZATION_FAILED", ds, err)
 	}
 	info, err := adm.DescribeCluster(ctx, riffle.IncludeAuthorizedOperations())
@@ -384,6 +391,10 @@ func TestAdminAuthorization(t *testing.T) {
 		riffle.ACLOperationDescribeConfigs, riffle.ACLOperationAlterConfigs}
 	if gs, err := admin.Admin().DescribeGroups(ctx, group); err != nil || gs[0].Err != nil || !slices.Equal(gs[0].AuthorizedOperations.Operations(), allGroupOps) {
 		t.Errorf("the super user's DescribeGroups: %+v %v, want operations %v", gs, err, allGroupOps)
+	}
+	// The topic's leader found, WriteTxnMarkers needs CLUSTER_ACTION.
+	if err := adm.AbortTransaction(ctx, riffle.AbortTransactionSpec{TopicPartition: p0, ProducerID: 1}); !errors.Is(err, riffle.ErrClusterAuthorization) {
+		t.Errorf("AbortTransaction with DESCRIBE on the topic: %v, want CLUSTER_AUTHORIZATION_FAILED (CLUSTER_ACTION)", err)
 	}
 	// WRITE on the topic is still missing.
 	if dels, err := adm.DeleteRecords(ctx, map[riffle.TopicPartition]int64{p0: 0}); err != nil || !errors.Is(dels[0].Err, riffle.ErrTopicAuthorization) {

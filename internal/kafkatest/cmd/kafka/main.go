@@ -37,6 +37,7 @@ func (m kvs) Set(s string) error {
 func main() {
 	nodes := flag.Int("nodes", 1, "combined broker+controller nodes: 1 or 3")
 	keep := flag.Bool("keep", false, "keep the cluster's directory (configs, data, logs) after Ctrl-C")
+	logDirs := flag.Int("log-dirs", 2, "log directories per node, 1 to 4")
 	libs := flag.Bool("libs", false, "only resolve the Kafka jars (mvn, into the cache) and print their directory")
 	configs := kvs{}
 	flag.Var(configs, "config", "a broker `key=value` for every node's server.properties (repeatable)")
@@ -50,17 +51,17 @@ func main() {
 		fmt.Println(dir)
 		return
 	}
-	if err := run(*nodes, *keep, configs); err != nil {
+	if err := run(*nodes, *logDirs, *keep, configs); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 }
 
-func run(nodes int, keep bool, configs kvs) error {
+func run(nodes, logDirs int, keep bool, configs kvs) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
-	c, err := kafkatest.Start(ctx, kafkatest.Config{Nodes: nodes, KeepDir: keep, BrokerConfigs: configs, Logf: logf})
+	c, err := kafkatest.Start(ctx, kafkatest.Config{Nodes: nodes, LogDirs: logDirs, KeepDir: keep, BrokerConfigs: configs, Logf: logf})
 	if err != nil {
 		return err
 	}
