@@ -1,6 +1,7 @@
 package riffle
 
 import (
+	"errors"
 	"strconv"
 	"strings"
 )
@@ -23,7 +24,8 @@ func (e *placedError) Unwrap() error { return e.err }
 // this very partition: "riffle: producer fenced: t[1]: PRODUCER_FENCED")
 // has that mention moved to the front; a record that had no partition
 // gets its topic named unless the message names it already (quoted, as
-// ErrUnknownTopic's does). An error already named so is returned as it
+// ErrUnknownTopic's does, or as the topic[n] out of range of an
+// ErrInvalidPartition). An error already named so is returned as it
 // is, without allocating (finishing a batch allocates nothing).
 func recordError(topic string, partition int32, err error) error {
 	if err == nil || topic == "" {
@@ -32,8 +34,8 @@ func recordError(topic string, partition int32, err error) error {
 	msg := err.Error()
 	if partition < 0 {
 		q := strconv.Quote(topic)
-		if strings.Contains(msg, q) {
-			return err
+		if strings.Contains(msg, q) || errors.Is(err, ErrInvalidPartition) {
+			return err // it names the topic (ErrInvalidPartition: as topic[n])
 		}
 		return &placedError{msg: "topic " + q + ": " + msg, err: err}
 	}

@@ -49,6 +49,11 @@ func TestProduceErrorsNamePartitionOnce(t *testing.T) {
 				fake := newFake(t, kfake.NumBrokers(1), kfake.SeedTopics(2, "t"))
 				return setup{fake, []ProducerOption{MaxBatchBytes(4 << 10)}, &Record{Topic: "t", Partition: 1, Value: make([]byte, 8<<10)}}
 			}},
+		{name: "partition out of range", want: ErrInvalidPartition, names: "t[9]", absent: `topic "t"`, manual: true,
+			prepare: func(t *testing.T) setup {
+				fake := newFake(t, kfake.NumBrokers(1), kfake.SeedTopics(2, "t"))
+				return setup{fake, nil, &Record{Topic: "t", Partition: 9}}
+			}},
 		{name: "record too large for the broker", want: KafkaErrorForCode(kerr.MessageTooLarge.Code), names: "t[1]",
 			prepare: func(t *testing.T) setup {
 				fake := newFake(t, kfake.NumBrokers(1), kfake.SeedTopics(2, "t"))
