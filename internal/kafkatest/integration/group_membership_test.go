@@ -199,6 +199,16 @@ func TestGroupStaticMemberRestart(t *testing.T) {
 			b := f.member(proto.p, client(t), &cbB, static("b")...)
 			before := f.stable(proto.typ, 2)
 			f.handledAll("members a and b")
+			// The broker's view (stable) can be ahead of b's: b may not
+			// have reconciled its partitions yet (KIP-848: a got all six
+			// first and revokes three; b's OnPartitionsAssigned comes
+			// after). Take b's baseline once b holds them.
+			eventually(t, time.Minute, "b's partitions assigned in b", func() error {
+				if cbB.assigned.Load() == 0 || len(b.Stats().Partitions) == 0 {
+					return fmt.Errorf("b: %d assigned callbacks, %d partitions", cbB.assigned.Load(), len(b.Stats().Partitions))
+				}
+				return nil
+			})
 			genB := b.GroupMetadata().GenerationID
 			assignedB, revokedB := cbB.assigned.Load(), cbB.revoked.Load()
 			if _, err := a.Close(f.ctx); err != nil {
