@@ -250,8 +250,12 @@ func TestGroupCommitHandover(t *testing.T) {
 	seen := map[string]int{}
 	var n atomic.Int32
 	mk := func() *Consumer {
+		// A long session: with auto-commit off, a member fenced by late
+		// heartbeats on a loaded machine would rightly handle its
+		// records again; nothing here waits for a session to expire
+		// (Close leaves the group).
 		cs, err := NewConsumer(cl, ConsumerGroup("g"), SubscribeTopics("t"), OffsetReset(ResetEarliest),
-			SessionTimeout(time.Second), HeartbeatInterval(100*time.Millisecond), DisableAutoCommit(),
+			SessionTimeout(10*time.Second), HeartbeatInterval(100*time.Millisecond), DisableAutoCommit(),
 			HandleRecord(func(ctx context.Context, r *Record) error {
 				time.Sleep(2 * time.Millisecond)
 				n.Add(1)
@@ -266,10 +270,8 @@ func TestGroupCommitHandover(t *testing.T) {
 		return cs
 	}
 	a := mk()
-	for n.Load() < 60 {
-		time.Sleep(time.Millisecond)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	waitFor(t, 30*time.Second, "the first member to handle 60 records", func() bool { return n.Load() >= 60 })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	// Close waits for the running handlers and commits what finished
 	// (auto-commit is off: only the final commit carries the handover).
@@ -280,11 +282,12 @@ func TestGroupCommitHandover(t *testing.T) {
 		t.Fatal("the first member finished everything; the test proves nothing")
 	}
 	b := mk()
-	deadline := time.Now().Add(20 * time.Second)
-	for n.Load() < 200 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	time.Sleep(100 * time.Millisecond) // any duplicate would show up now
+	distinct := func() int { mu.Lock(); defer mu.Unlock(); return len(seen) }
+	waitFor(t, 30*time.Second, "every record handled", func() bool { return distinct() == 200 })
+	// A duplicate handled after this point would go unseen: a false
+	// pass at worst, never a false failure.
+	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	b.Close(ctx)
 	mu.Lock()
 	defer mu.Unlock()
