@@ -316,7 +316,7 @@ func TestGroupCommitOrdering(t *testing.T) {
 	defer cs.Close(context.Background())
 	select {
 	case <-assigned:
-	case <-time.After(10 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("never assigned")
 	}
 	tp := TopicPartition{"t", 0}
@@ -476,7 +476,7 @@ func offsetCommitReply(req *kmsg.OffsetCommitRequest, code func(kmsg.OffsetCommi
 // (before, the coordinator does not know it).
 func commitOnceJoined(t *testing.T, ctx context.Context, cs *Consumer, offsets map[TopicPartition]int64) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for cs.CommitOffsets(ctx, offsets) != nil {
 		if time.Now().After(deadline) {
 			t.Fatal("no commit went through")

@@ -174,11 +174,11 @@ func TestBadMetadataPolicy(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		// Retry until the member has joined (before, the coordinator does
 		// not know it).
-		waitFor(t, 10*time.Second, "a commit", func() bool {
+		waitFor(t, 30*time.Second, "a commit", func() bool {
 			return cs.CommitOffsets(ctx, map[riffle.TopicPartition]int64{{Topic: "bm", Partition: 0}: 10}) == nil
 		})
 		cs.Close(ctx)
