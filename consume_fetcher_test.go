@@ -105,7 +105,7 @@ func TestFetcherRetiredWhenBrokerLeadsNothing(t *testing.T) {
 	waitUntil(t, 20*time.Second, func() bool { return fetchers() == 1 }, func() string {
 		return "fetchers: " + statsString(cs)
 	})
-	waitUntil(t, 10*time.Second, func() bool { return log.closed(from) }, func() string { return "no session close sent to the retired broker" })
+	waitUntil(t, 30*time.Second, func() bool { return log.closed(from) }, func() string { return "no session close sent to the retired broker" })
 	// The consumer still reads everything, now from broker 0.
 	var recs []*Record
 	for p := int32(0); p < 4; p++ {

@@ -115,9 +115,9 @@ func TestLagFollowsCaughtUpConsumer(t *testing.T) {
 	if err := cs.Assign(Assignment{TopicPartition: tp, Start: AtEarliest()}); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 10*time.Second, func() bool { e, ok := h.lag(tp); return ok && e.Lag == n && e.HighWatermark == n }, h.String)
+	waitUntil(t, 30*time.Second, func() bool { e, ok := h.lag(tp); return ok && e.Lag == n && e.HighWatermark == n }, h.String)
 	close(release)
-	waitUntil(t, 10*time.Second, func() bool {
+	waitUntil(t, 30*time.Second, func() bool {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		return handled.Load() == n && h.zeroFetched[tp] && h.last[tp].Lag == 0
@@ -216,7 +216,7 @@ func TestLagStoppedPartitionGrows(t *testing.T) {
 		}
 		return nil
 	}
-	waitUntil(t, 10*time.Second, func() bool { return stopped() != nil }, h.String)
+	waitUntil(t, 30*time.Second, func() bool { return stopped() != nil }, h.String)
 	var pe *PartitionError
 	if e := stopped(); !e.Handler || !errors.As(e.Err, &pe) || pe.Offset != failAt || !errors.Is(e.Err, boom) {
 		t.Errorf("stopped event %+v, want the handler's error at offset %d", e, failAt)
@@ -236,7 +236,7 @@ func TestLagStoppedPartitionGrows(t *testing.T) {
 	if err := cs.Resume(tp); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 10*time.Second, func() bool {
+	waitUntil(t, 30*time.Second, func() bool {
 		e, ok := h.lag(tp)
 		return pos.Load() == n+more && ok && e.Lag == 0
 	}, h.String)
@@ -304,7 +304,7 @@ func TestLagReadCommittedCountsFromLastStable(t *testing.T) {
 	if err := cs.Assign(Assignment{TopicPartition: tp, Start: AtEarliest()}); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 10*time.Second, func() bool {
+	waitUntil(t, 30*time.Second, func() bool {
 		st := cs.Stats().Partitions[0]
 		e, ok := h.lag(tp)
 		return handled.Load() == n && st.LastStable == n && st.HighWatermark == n+open && st.LagProcessed == 0 &&

@@ -877,7 +877,7 @@ func TestConsumeUnassignWaitsForHandler(t *testing.T) {
 				if _, ok := r.pos[tp0]; ok {
 					t.Fatalf("position reported for a partition whose handler did not finish: %v", r.pos)
 				}
-				waitUntil(t, 10*time.Second, returned.Load, func() string { return "handler context never cancelled" })
+				waitUntil(t, 30*time.Second, returned.Load, func() string { return "handler context never cancelled" })
 				if e, _ := handlerCtxE.Load().(error); !errors.Is(e, context.Canceled) {
 					t.Fatalf("handler ctx error %v", e)
 				}

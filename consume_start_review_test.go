@@ -43,7 +43,7 @@ func TestStartOffsetTimeoutRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	assignAll(t, cs, "t", 1, AtEarliest())
-	deadline := time.Now().Add(8 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for got.Load() == 0 && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -46,7 +46,7 @@ func TestTruncationKeepsUnhandledRecordsBelowDivergence(t *testing.T) {
 	}
 	assignAll(t, cs, "t", 1, AtEarliest())
 	<-started
-	waitUntil(t, 10*time.Second, func() bool {
+	waitUntil(t, 30*time.Second, func() bool {
 		st := cs.Stats()
 		return len(st.Partitions) == 1 && st.Partitions[0].HighWatermark == 20
 	}, func() string { return statsString(cs) })

@@ -117,7 +117,7 @@ func TestPermanentFailuresAreReturned(t *testing.T) {
 // carries the last cause, matching both context.DeadlineExceeded and it.
 func TestRetryTimeoutIsNamed(t *testing.T) {
 	addrs := refusedAddrs(t, 2)
-	cl := newTestClient(t, SeedBrokers(addrs...), RetryTimeout(300*time.Millisecond))
+	cl := newTestClient(t, SeedBrokers(addrs...), RetryTimeout(time.Second)) // time for both dials on a loaded machine
 	for name, call := range map[string]func() error{
 		"ping": func() error { return cl.Ping(context.Background()) },
 		"create": func() error {
@@ -127,7 +127,7 @@ func TestRetryTimeoutIsNamed(t *testing.T) {
 		"list": func() error { _, err := cl.Admin().ListTopics(context.Background()); return err },
 	} {
 		err := call()
-		if err == nil || !strings.HasPrefix(err.Error(), "gave up after RetryTimeout 300ms: ") {
+		if err == nil || !strings.HasPrefix(err.Error(), "gave up after RetryTimeout 1s: ") {
 			t.Errorf("%s: error does not name RetryTimeout: %v", name, err)
 			continue
 		}
@@ -166,7 +166,9 @@ func TestDeadlineKeepsUnreachableError(t *testing.T) {
 			},
 			"list": func(ctx context.Context) error { _, err := cl.Admin().ListTopics(ctx); return err },
 		} {
-			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+			// Long enough for every address to be tried (and, hanging,
+			// to be dialing) on a loaded machine.
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			err := call(ctx)
 			cancel()
 			var ue *UnreachableError

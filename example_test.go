@@ -181,7 +181,7 @@ func ExampleUnreachableError() {
 		log.Fatal(err)
 	}
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 
 	err = cl.Ping(ctx)

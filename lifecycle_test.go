@@ -307,7 +307,7 @@ func TestConsumerSecondCloseHonoursContext(t *testing.T) {
 		first <- err
 	}()
 	// Assign fails once the first Close started.
-	waitUntil(t, 10*time.Second, func() bool { return cs.Assign(Assignment{TopicPartition{"t", 0}, AtEarliest()}) != nil }, func() string { return "Close did not start" })
+	waitUntil(t, 30*time.Second, func() bool { return cs.Assign(Assignment{TopicPartition{"t", 0}, AtEarliest()}) != nil }, func() string { return "Close did not start" })
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	var got error

@@ -26,13 +26,15 @@ func TestProducerIDAuthorizationFailsRecords(t *testing.T) {
 			fake := newFake(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
 			denied := fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.InitProducerID}, Err: code, Count: -1})
 			cl := newTestClient(t, SeedBrokers(fake.ListenAddrs()...), RequestTimeout(5*time.Second))
-			const delivery = 15 * time.Second
+			// Long, so that failing at the refusal (within a third of
+			// it) holds on a loaded machine too.
+			const delivery = 45 * time.Second
 			p, err := NewProducer(cl, DeliveryTimeout(delivery))
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer p.Close(context.Background())
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 
 			start := time.Now()

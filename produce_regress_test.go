@@ -123,7 +123,7 @@ func TestProduceRacingCloseGetsCallback(t *testing.T) {
 		if !errors.Is(err, ErrProducerClosed) {
 			t.Fatalf("want ErrProducerClosed, got %v", err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("callback never fired for a record produced concurrently with Close")
 	}
 }
@@ -131,9 +131,10 @@ func TestProduceRacingCloseGetsCallback(t *testing.T) {
 // stallConn blocks writes, like a broker that stopped reading.
 type stallConn struct {
 	net.Conn
-	stall *atomic.Bool
-	mu    sync.Mutex
-	wd    time.Time
+	stall   *atomic.Bool
+	stalled chan<- struct{} // sent to (if not full) when a write stalls
+	mu      sync.Mutex
+	wd      time.Time
 }
 
 func (c *stallConn) SetWriteDeadline(t time.Time) error {
@@ -144,6 +145,12 @@ func (c *stallConn) SetWriteDeadline(t time.Time) error {
 }
 
 func (c *stallConn) Write(b []byte) (int, error) {
+	if c.stall.Load() && c.stalled != nil {
+		select {
+		case c.stalled <- struct{}{}:
+		default:
+		}
+	}
 	for c.stall.Load() {
 		c.mu.Lock()
 		wd := c.wd
@@ -160,13 +167,14 @@ func (c *stallConn) Write(b []byte) (int, error) {
 func TestProduceCloseWithStuckWrite(t *testing.T) {
 	fake := newFake(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
 	var stall atomic.Bool
+	stalled := make(chan struct{}, 1)
 	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
 		var d net.Dialer
 		nc, err := d.DialContext(ctx, network, addr)
 		if err != nil {
 			return nil, err
 		}
-		return &stallConn{Conn: nc, stall: &stall}, nil
+		return &stallConn{Conn: nc, stall: &stall, stalled: stalled}, nil
 	}
 	cl := newTestClient(t, SeedBrokers(fake.ListenAddrs()...), Dialer(dial), RequestTimeout(20*time.Second))
 	p, err := NewProducer(cl, Linger(0))
@@ -182,7 +190,11 @@ func TestProduceCloseWithStuckWrite(t *testing.T) {
 	defer stall.Store(false)
 	got := make(chan error, 1)
 	p.Produce(ctx, &Record{Topic: "t", Value: []byte("x")}, func(_ *Record, err error) { got <- err })
-	time.Sleep(100 * time.Millisecond)
+	select { // the write is stuck (not merely slow to start on a loaded machine)
+	case <-stalled:
+	case <-ctx.Done():
+		t.Fatal("the record's write never started")
+	}
 	cctx, ccancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer ccancel()
 	closed := make(chan error, 1)
@@ -192,7 +204,7 @@ func TestProduceCloseWithStuckWrite(t *testing.T) {
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("Close: %v", err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(10 * time.Second): // under the 20 s RequestTimeout a hung write would wait for
 		t.Fatal("Close hung on a stuck write far past its deadline")
 	}
 	if err := <-got; !errors.Is(err, ErrProducerClosed) {

@@ -84,8 +84,10 @@ func TestProduceUnknownTopicTimesOut(t *testing.T) {
 		t.Fatalf("the error does not name the topic and the time waited: %v", err)
 	}
 	// The bound is checked at each refresh; the default backoff spaces
-	// them 100 ms doubling to 1 s.
-	if took < wait || took > wait+2*time.Second {
+	// them 100 ms doubling to 1 s, and a loaded machine's refreshes take
+	// longer: 10 s over it is still far from the 30 s context, the other
+	// way this could end.
+	if took < wait || took > wait+10*time.Second {
 		t.Fatalf("failed after %v, want about UnknownTopicTimeout %v", took, wait)
 	}
 	t.Logf("after %v: %v", took, err)
@@ -108,7 +110,7 @@ func TestProduceUnknownTopicRetriesStillBound(t *testing.T) {
 	if !errors.Is(err, ErrUnknownTopic) || !strings.Contains(err.Error(), "(2 metadata refreshes)") {
 		t.Fatalf("ProduceSync: %v, want ErrUnknownTopic after 2 refreshes", err)
 	}
-	if took := time.Since(start); took > 10*time.Second {
+	if took := time.Since(start); took > 20*time.Second { // the timeout is a minute
 		t.Fatalf("failed after %v: the refresh bound did not apply", took)
 	}
 }

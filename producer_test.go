@@ -156,7 +156,7 @@ func TestProduceAcksLeaderAndNone(t *testing.T) {
 		}
 	}
 	// acks=0 gives no answer: wait until the broker has all four.
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for len(readPartition(t, ctx, cl, "t", 0)) != 4 {
 		if time.Now().After(deadline) {
 			t.Fatal("records produced with acks=1 and acks=0 are not all in the log")

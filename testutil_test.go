@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"testing"
+	"time"
 
 	"github.com/riffle-go/riffle/internal/batch"
 	"github.com/riffle-go/riffle/internal/cluster"
@@ -87,4 +88,20 @@ func readPartition(t testing.TB, ctx context.Context, cl *Client, topic string, 
 			return out
 		}
 	}
+}
+
+// countOver returns how much count() grew over at least window, and how
+// long the measuring really took. On a loaded machine the sleep can
+// overrun its window by seconds, so a test that bounds a rate (no spin)
+// bounds it per measured second (see rateLimit), not per requested
+// window.
+func countOver(window time.Duration, count func() int64) (n int64, took time.Duration) {
+	before, start := count(), time.Now()
+	time.Sleep(window)
+	return count() - before, time.Since(start)
+}
+
+// rateLimit is the most events a rate of perSecond allows in took.
+func rateLimit(perSecond float64, took time.Duration) int64 {
+	return int64(perSecond * took.Seconds())
 }

@@ -111,7 +111,7 @@ func TestSecondCloseHonoursContext(t *testing.T) {
 	<-started
 	first := make(chan error, 1)
 	go func() { first <- pr.Close(context.Background()) }()
-	waitFor(t, 10*time.Second, "Close to start", func() bool { return pr.Assign(a) != nil })
+	waitFor(t, 30*time.Second, "Close to start", func() bool { return pr.Assign(a) != nil })
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	var got error

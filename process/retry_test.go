@@ -276,9 +276,12 @@ func TestFailureStopsPartition(t *testing.T) {
 		return false
 	})
 	// Records below the failed one still finish; the commit stops at it.
-	waitFor(t, 30*time.Second, "partition 0 to reach the failed record", func() bool {
+	// (and the records started past it to end: how soon is the
+	// machine's business). A commit past 50 afterwards would go unseen
+	// in the 100 ms: a false pass at worst.
+	waitFor(t, 30*time.Second, "partition 0 to reach the failed record with nothing running", func() bool {
 		ps, ok := pstats(pr, 0)
-		return ok && ps.Committable >= 50
+		return ok && ps.Committable >= 50 && ps.Running == 0
 	})
 	time.Sleep(100 * time.Millisecond)
 	if ps, _ := pstats(pr, 0); ps.Committable != 50 || !errors.As(ps.Err, &re) || ps.Running != 0 {

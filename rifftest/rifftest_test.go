@@ -508,7 +508,7 @@ func TestAddrsDuringClose(t *testing.T) {
 	c.Close()
 	select {
 	case <-done:
-	case <-time.After(10 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("Addrs blocked across Close")
 	}
 }

@@ -71,7 +71,7 @@ func TestConsumeFromTo(t *testing.T) {
 	if !strings.Contains(r.stderr, "riffle: timed out after 1s (--timeout): stopped after 15 records") {
 		t.Errorf("stderr = %q", r.stderr)
 	}
-	if d := time.Since(start); d > 5*time.Second {
+	if d := time.Since(start); d > 20*time.Second { // not stopping would be a hang; 20 s leaves a loaded machine room
 		t.Errorf("took %v to time out", d)
 	}
 }

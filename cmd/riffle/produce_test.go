@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -254,13 +255,16 @@ func TestProducePartition(t *testing.T) {
 func TestProduceUnknownTopic(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t)
+	// A --timeout of a minute: failing fast is failing well before it,
+	// whatever a loaded machine adds (on the 10 s of on(), an 8 s bound
+	// left it 2 s).
 	start := time.Now()
-	r := on(t, c, "produce", "nope", "--count", "100000")
+	r := runRiffle(t, "--brokers", strings.Join(c.Addrs(), ","), "--timeout", "60s", "produce", "nope", "--count", "100000")
 	r.wantCode(t, 1)
 	if !strings.Contains(r.stderr, "riffle: record 1: ") || !strings.Contains(r.stderr, "unknown topic") {
 		t.Errorf("stderr:\n%s", r.stderr)
 	}
-	if d := time.Since(start); d > 8*time.Second {
+	if d := time.Since(start); d > 20*time.Second {
 		t.Errorf("took %v", d)
 	}
 }
@@ -347,21 +351,38 @@ func TestLatencies(t *testing.T) {
 
 func TestProgressPlain(t *testing.T) {
 	t.Parallel()
-	var w strings.Builder
-	n := 0
-	p := progressSpec{w: &w, prefix: "> ", every: 10 * time.Millisecond}.start(func() string { n++; return "n=" + strconv.Itoa(n) })
-	time.Sleep(55 * time.Millisecond)
+	// Wait for the lines rather than sleep a number of ticks: on a
+	// loaded machine a 10 ms ticker may not fire twice in 55 ms.
+	var w syncBuffer
+	var n atomic.Int32
+	p := progressSpec{w: &w, prefix: "> ", every: 10 * time.Millisecond}.start(func() string { return "n=" + strconv.Itoa(int(n.Add(1))) })
+	waitForOutput(t, &w, func(out string) bool { return strings.Count(out, "\n") >= 2 })
 	p.stop()
 	out := w.String()
 	if !strings.HasPrefix(out, "> n=1\n> n=2\n") || strings.Contains(out, "\r") {
 		t.Errorf("plain progress = %q", out)
 	}
 
-	w.Reset()
-	p = progressSpec{w: &w, tty: true}.start(func() string { return "working" })
-	time.Sleep(250 * time.Millisecond)
+	// On a terminal: the line is drawn in place (\r, every 200 ms) as
+	// often as the ticker fired before stop, then erased.
+	var tw syncBuffer
+	p = progressSpec{w: &tw, tty: true}.start(func() string { return "working" })
+	waitForOutput(t, &tw, func(out string) bool { return out != "" })
 	p.stop()
-	if out := w.String(); out != "\rworking\r       \r" {
+	if out := tw.String(); !regexp.MustCompile(`^(\rworking)+\r {7}\r$`).MatchString(out) {
 		t.Errorf("terminal progress = %q", out)
+	}
+}
+
+// waitForOutput waits (a hang guard of a minute) until w's text satisfies
+// done.
+func waitForOutput(t *testing.T, w *syncBuffer, done func(string) bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !done(w.String()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("progress wrote only %q in a minute", w.String())
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -259,7 +259,7 @@ func TestMetrics(t *testing.T) {
 	}
 	<-done
 	// Caught up: a lag of 0 for each partition, of the group.
-	waitFor(t, 15*time.Second, func() bool {
+	waitFor(t, 30*time.Second, func() bool {
 		pts := gaugePoints(t, reader, "riffle.consumer.records.lag")
 		if len(pts) != 3 {
 			return false
@@ -436,11 +436,11 @@ func TestLagStoppedPartition(t *testing.T) {
 	describe := func() string {
 		return fmt.Sprint(gaugePoints(t, reader, "riffle.consumer.records.lag"), gaugePoints(t, reader, "riffle.consumer.partitions.stopped"))
 	}
-	waitFor(t, 15*time.Second, func() bool {
+	waitFor(t, 30*time.Second, func() bool {
 		return len(gaugePoints(t, reader, "riffle.consumer.partitions.stopped")) == 1 && gaugePoints(t, reader, "riffle.consumer.records.lag")[key] == n-failAt
 	}, describe)
 	produce(more)
-	waitFor(t, 15*time.Second, func() bool { return gaugePoints(t, reader, "riffle.consumer.records.lag")[key] == n+more-failAt }, describe)
+	waitFor(t, 30*time.Second, func() bool { return gaugePoints(t, reader, "riffle.consumer.records.lag")[key] == n+more-failAt }, describe)
 	if _, err := cs.Close(ctx); err == nil {
 		t.Error("Close: no error for the stopped partition")
 	}

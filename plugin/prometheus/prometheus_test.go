@@ -431,7 +431,7 @@ func TestLagFollowsConsumer(t *testing.T) {
 		return fmt.Sprintf("lag %v stopped %v errors %v", series(t, reg, "riffle_consumer_records_lag"),
 			series(t, reg, "riffle_consumer_partitions_stopped"), series(t, reg, "riffle_errors_total"))
 	}
-	waitFor(t, 15*time.Second, func() bool {
+	waitFor(t, 30*time.Second, func() bool {
 		return len(series(t, reg, "riffle_consumer_records_lag")) == 3 && lagOf(0) == 0 && lagOf(1) == 0 &&
 			sum(t, reg, "riffle_consumer_partitions_stopped", map[string]string{"group": "lg", "partition": "2"}) == 1
 	}, describe)
@@ -439,7 +439,7 @@ func TestLagFollowsConsumer(t *testing.T) {
 		t.Errorf("errors_total{source=handler} = %v, want 1", got)
 	}
 	produce(2, more)
-	waitFor(t, 15*time.Second, func() bool { return lagOf(2) == n+more-failAt }, describe)
+	waitFor(t, 30*time.Second, func() bool { return lagOf(2) == n+more-failAt }, describe)
 	if _, err := cs.Close(ctx); err == nil {
 		t.Error("Close: no error for the stopped partition")
 	}
