@@ -1,7 +1,6 @@
 package riffle
 
 import (
-	"errors"
 	"strconv"
 	"strings"
 )
@@ -24,8 +23,8 @@ func (e *placedError) Unwrap() error { return e.err }
 // this very partition: "riffle: producer fenced: t[1]: PRODUCER_FENCED")
 // has that mention moved to the front; a record that had no partition
 // gets its topic named unless the message names it already (quoted, as
-// ErrUnknownTopic's does, or as the topic[n] out of range of an
-// ErrInvalidPartition). An error already named so is returned as it
+// ErrUnknownTopic's does, or with a partition, as ErrInvalidPartition's
+// "t[7] (topic has 2 partitions)"). An error already named so is returned as it
 // is, without allocating (finishing a batch allocates nothing).
 func recordError(topic string, partition int32, err error) error {
 	if err == nil || topic == "" {
@@ -34,8 +33,8 @@ func recordError(topic string, partition int32, err error) error {
 	msg := err.Error()
 	if partition < 0 {
 		q := strconv.Quote(topic)
-		if strings.Contains(msg, q) || errors.Is(err, ErrInvalidPartition) {
-			return err // it names the topic (ErrInvalidPartition: as topic[n])
+		if strings.Contains(msg, q) || namesPartitionOf(msg, topic) {
+			return err
 		}
 		return &placedError{msg: "topic " + q + ": " + msg, err: err}
 	}
@@ -100,4 +99,26 @@ func mentionAt(msg string, i int, topic string, partition int32) int {
 		return 0
 	}
 	return k + 3 - i
+}
+
+// namesPartitionOf reports whether msg names a partition of topic
+// ("t[7]"), at its start or after a space.
+func namesPartitionOf(msg, topic string) bool {
+	for from := 0; from < len(msg); {
+		i := strings.Index(msg[from:], topic+"[")
+		if i < 0 {
+			return false
+		}
+		i += from
+		j := i + len(topic) + 1
+		k := j
+		for k < len(msg) && msg[k] >= '0' && msg[k] <= '9' {
+			k++
+		}
+		if (i == 0 || msg[i-1] == ' ') && k > j && k < len(msg) && msg[k] == ']' {
+			return true
+		}
+		from = i + 1
+	}
+	return false
 }

@@ -129,14 +129,15 @@ func TestProduceErrorsNamePartitionOnce(t *testing.T) {
 			if c.txn {
 				// The records after it fail before they get a
 				// partition, with the fence as the cause: t[1] named
-				// once, as the cause's partition.
+				// once, as the cause's partition, and no partition of
+				// their own.
 				for _, part := range []int32{1, 0} {
 					next := *s.rec
 					next.Partition = part
 					err := p.ProduceSync(ctx, &next)
 					check("ProduceSync after the fence", err)
-					if !errors.Is(err, ErrProducerFenced) || !strings.HasPrefix(err.Error(), `topic "t": `) {
-						t.Errorf("after the fence: %v, want ErrProducerFenced naming the topic", err)
+					if !errors.Is(err, ErrProducerFenced) || strings.HasPrefix(err.Error(), "t[") {
+						t.Errorf("after the fence: %v, want ErrProducerFenced without a partition of the record's", err)
 					}
 				}
 				return
@@ -173,6 +174,8 @@ func TestRecordErrorNamesOnce(t *testing.T) {
 		{"t", -1, "riffle: producer closed", `topic "t": riffle: producer closed`},
 		{"t", -1, `riffle: unknown topic "t": gone`, `riffle: unknown topic "t": gone`},
 		{"", -1, "no topic", "no topic"},
+		{"t", -1, "riffle: partition out of range: t[7] (topic has 2 partitions)", "riffle: partition out of range: t[7] (topic has 2 partitions)"},
+		{"t", -1, "riffle: partition out of range: at[7] (x)", `topic "t": riffle: partition out of range: at[7] (x)`},
 	}
 	for _, c := range cases {
 		cause := errors.New(c.msg)
