@@ -20,8 +20,8 @@
 //   group --bootstrap B --group G --topic T [--max N] [--prop k=v]...
 //     a group member: prints {"ev":"assigned"|"revoked"|"lost","ms":...,
 //     "tps":[...]} (revoked after the commit it makes), {"ev":"rec",...} per
-//     record, commits synchronously after every poll; stops after N
-//     records (then commits) or when stdin says stop or closes, prints
+//     record, commits synchronously (commitSync()) after every poll; with
+//     --max N it polls one record at a time and stops after N or when stdin says stop or closes, prints
 //     {"ev":"closed"} once closed.
 package riffle.javapeer;
 
@@ -262,6 +262,12 @@ public final class Peer {
         props.put("group.id", group);
         props.putIfAbsent("enable.auto.commit", "false");
         props.putIfAbsent("auto.offset.reset", "earliest");
+        if (max >= 0) {
+            // one record a poll, so that the member stops at exactly max and
+            // commitSync() commits the positions after what it printed (with
+            // the last record's leader epoch), as an application's would
+            props.putIfAbsent("max.poll.records", "1");
+        }
         AtomicBoolean stop = new AtomicBoolean();
         KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(props);
         Thread reader = new Thread(() -> {
@@ -307,17 +313,7 @@ public final class Peer {
                 } catch (WakeupException e) {
                     break;
                 }
-                java.util.Set<TopicPartition> rewound = new java.util.HashSet<>();
                 for (ConsumerRecord<byte[], byte[]> r : rs) {
-                    if (max >= 0 && n >= max) {
-                        // past the limit: rewind to the first record not printed, so the
-                        // commit covers only what was printed
-                        TopicPartition tp = new TopicPartition(r.topic(), r.partition());
-                        if (rewound.add(tp)) {
-                            c.seek(tp, r.offset());
-                        }
-                        continue;
-                    }
                     emit(rec(r));
                     n++;
                 }
