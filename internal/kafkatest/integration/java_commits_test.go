@@ -261,7 +261,9 @@ func TestJavaCommitsRiffleResumes(t *testing.T) {
 }
 
 // recs2 is every record of a and b.
-func recs2(a, b []*riffle.Record) []*riffle.Record { return append(append([]*riffle.Record(nil), a...), b...) }
+func recs2(a, b []*riffle.Record) []*riffle.Record {
+	return append(append([]*riffle.Record(nil), a...), b...)
+}
 
 // A Riffle member reads a topic, commits and leaves; records are added; a
 // Java member of the same group resumes at Riffle's committed offsets and
