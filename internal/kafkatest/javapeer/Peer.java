@@ -40,6 +40,7 @@ import java.util.Properties;
 import java.util.concurrent.Future;
 import java.util.concurrent.atomic.AtomicBoolean;
 
+import org.apache.kafka.clients.consumer.CommitFailedException;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
@@ -49,6 +50,7 @@ import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.PartitionInfo;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.RebalanceInProgressException;
 import org.apache.kafka.common.errors.WakeupException;
 import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.header.internals.RecordHeader;
@@ -294,7 +296,11 @@ public final class Peer {
             @Override
             public void onPartitionsRevoked(Collection<TopicPartition> parts) {
                 if (!parts.isEmpty()) {
-                    c.commitSync();
+                    try {
+                        c.commitSync();
+                    } catch (RebalanceInProgressException | CommitFailedException e) {
+                        System.err.println("commit on revoke failed: " + e);
+                    }
                 }
                 emit("{\"ev\":\"revoked\",\"ms\":" + System.currentTimeMillis() + ",\"tps\":" + tps(parts) + "}");
             }
@@ -323,6 +329,10 @@ public final class Peer {
                     } catch (WakeupException e) {
                         c.commitSync();
                         break;
+                    } catch (RebalanceInProgressException | CommitFailedException e) {
+                        // a classic group rebalancing: the next poll completes it, and the
+                        // revoke callback commits what this member is giving up
+                        System.err.println("commit during a rebalance, carrying on: " + e);
                     }
                 }
             }
