@@ -31,10 +31,19 @@ type ownEvent struct {
 
 // mixedGroup is what every member of a mixed Java and Riffle group saw.
 type mixedGroup struct {
-	mu     sync.Mutex
-	events []ownEvent
-	seen   map[string]int // value: times handled, by anyone
-	total  atomic.Int64
+	mu      sync.Mutex
+	events  []ownEvent
+	seen    map[string]int // value: times handled, by anyone
+	handled []handledAt
+	total   atomic.Int64
+}
+
+// handledAt is a record a member handled, and when.
+type handledAt struct {
+	member string
+	part   int32
+	offset int64
+	ms     int64
 }
 
 func (g *mixedGroup) event(e ownEvent) {
@@ -43,10 +52,11 @@ func (g *mixedGroup) event(e ownEvent) {
 	g.events = append(g.events, e)
 }
 
-func (g *mixedGroup) record(v string) {
+func (g *mixedGroup) record(member string, r *riffle.Record, ms int64) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.seen[v]++
+	g.seen[string(r.Value)]++
+	g.handled = append(g.handled, handledAt{member, r.Partition, r.Offset, ms})
 	g.total.Add(1)
 }
 
@@ -73,7 +83,7 @@ func (g *mixedGroup) drainJava(t *testing.T, jp *javaProc, id string) (done chan
 			}
 			switch l.Ev {
 			case "rec":
-				g.record(string(l.Value))
+				g.record(id, recordOf(l), l.Ms)
 			case "assigned", "revoked", "lost":
 				e := ownEvent{member: id, ev: l.Ev, ms: l.Ms}
 				for _, tp := range l.Tps {
@@ -94,11 +104,13 @@ type interval struct {
 
 // checkOwnership builds each member's ownership intervals from the events
 // (assigned opens, revoked, lost and gone close) and fails on two members
-// owning a partition at once beyond ownClockTolerance.
+// owning a partition at once beyond ownClockTolerance, or on a member
+// handling a record of a partition it did not own then.
 func (g *mixedGroup) checkOwnership(t *testing.T, parts int32) {
 	t.Helper()
 	g.mu.Lock()
 	evs := slices.Clone(g.events)
+	handled := slices.Clone(g.handled)
 	g.mu.Unlock()
 	slices.SortStableFunc(evs, func(a, b ownEvent) int { return int(a.ms - b.ms) })
 	open := map[string]map[int32]int64{}
@@ -133,6 +145,17 @@ func (g *mixedGroup) checkOwnership(t *testing.T, parts int32) {
 			t.Errorf("%s still owns %d (since %d) after every member is gone", m, p, from)
 		}
 	}
+	tol := ownClockTolerance.Milliseconds()
+	outside := 0
+	for _, h := range handled {
+		if !slices.ContainsFunc(by[h.part], func(iv interval) bool {
+			return iv.member == h.member && h.ms >= iv.from-tol && h.ms <= iv.to+tol
+		}) {
+			if outside++; outside <= 10 {
+				t.Errorf("%s handled %d@%d at %d, outside its ownership of %d: %v", h.member, h.part, h.offset, h.ms, h.part, by[h.part])
+			}
+		}
+	}
 	handovers, minGap := 0, int64(-1)
 	for p := range parts {
 		ivs := by[p]
@@ -145,7 +168,7 @@ func (g *mixedGroup) checkOwnership(t *testing.T, parts int32) {
 					minGap = gap
 				}
 			}
-			if prev.member != cur.member && cur.from < prev.to-ownClockTolerance.Milliseconds() {
+			if prev.member != cur.member && cur.from < prev.to-tol {
 				t.Errorf("partition %d owned by %s [%d, %d] and %s [%d, %d] at once (%d ms)",
 					p, prev.member, prev.from, prev.to, cur.member, cur.from, cur.to, prev.to-cur.from)
 			}
@@ -154,7 +177,7 @@ func (g *mixedGroup) checkOwnership(t *testing.T, parts int32) {
 			t.Errorf("partition %d never owned", p)
 		}
 	}
-	t.Logf("ownership: %d callbacks, %d handovers between members over %d partitions, the closest %d ms after the previous owner let go", len(evs), handovers, parts, minGap)
+	t.Logf("ownership: %d records handled, %d outside their member's ownership; %d callbacks, %d handovers between members over %d partitions, the closest %d ms after the previous owner let go", len(handled), outside, len(evs), handovers, parts, minGap)
 }
 
 // A group mixing Java KafkaConsumer members and Riffle members, with
@@ -239,7 +262,10 @@ func TestJavaRiffleMixedGroup(t *testing.T) {
 				}, tc.riffle...)
 				c, err := riffle.NewConsumer(client(t), append([]riffle.ConsumerOption{riffle.ConsumerGroup(group), riffle.SubscribeTopics(tp),
 					riffle.WithGroupProtocol(tc.protocol), riffle.OffsetReset(riffle.ResetEarliest),
-					riffle.HandleRecord(func(_ context.Context, r *riffle.Record) error { g.record(string(r.Value)); return nil }),
+					riffle.HandleRecord(func(_ context.Context, r *riffle.Record) error {
+						g.record(id, r, time.Now().UnixMilli())
+						return nil
+					}),
 					riffle.OnPartitionError(func(e *riffle.PartitionError) { t.Errorf("%s: partition error: %v", id, e) })}, opts...)...)
 				if err != nil {
 					t.Fatal(err)
