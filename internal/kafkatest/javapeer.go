@@ -43,8 +43,9 @@ type JavaPeer struct {
 }
 
 // BuildJavaPeer compiles javapeer/Peer.java with javac against the jars of
-// Libs, into a directory of the cache named by the source's hash (reused
-// while the source is unchanged). A missing javac is one line.
+// Libs, into a directory of the cache named by the source's hash, reused
+// while the source is unchanged (only a build needs javac). A missing javac
+// is one line.
 func BuildJavaPeer(ctx context.Context) (*JavaPeer, error) {
 	libs, err := Libs(ctx)
 	if err != nil {
@@ -53,10 +54,6 @@ func BuildJavaPeer(ctx context.Context) (*JavaPeer, error) {
 	java, err := exec.LookPath("java")
 	if err != nil {
 		return nil, errors.New("kafkatest: java not found in PATH: the Java peer needs a JDK 17+")
-	}
-	javac, err := exec.LookPath("javac")
-	if err != nil {
-		return nil, errors.New("kafkatest: javac not found in PATH: the Java peer is compiled at test time and needs a JDK 17+ (not only a JRE)")
 	}
 	cache, err := CacheDir()
 	if err != nil {
@@ -71,6 +68,10 @@ func BuildJavaPeer(ctx context.Context) (*JavaPeer, error) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, completeMarker)); err == nil {
 		return p, nil
+	}
+	javac, err := exec.LookPath("javac")
+	if err != nil {
+		return nil, errors.New("kafkatest: javac not found in PATH: the Java peer is compiled at test time and needs a JDK 17+ (not only a JRE)")
 	}
 	if err := os.MkdirAll(cache, 0o755); err != nil {
 		return nil, fmt.Errorf("kafkatest: %w", err)
