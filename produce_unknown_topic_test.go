@@ -114,3 +114,64 @@ func TestProduceUnknownTopicRetriesStillBound(t *testing.T) {
 		t.Fatalf("failed after %v: the refresh bound did not apply", took)
 	}
 }
+
+// A partition added a moment ago (CreatePartitions, by another client) is
+// produced to by number at once: the producer's metadata still shows the
+// old count, and it refreshes until the partition appears rather than
+// failing with ErrInvalidPartition (on Kafka, the broker asked may not
+// have replayed the change yet either: TestAdminBasics failed so in CI).
+func TestProduceWaitsForPartitionToAppear(t *testing.T) {
+	fake := newFake(t, kfake.NumBrokers(3), kfake.SeedTopics(3, "grown"))
+	cl := defaultClient(t, fake)
+	p, err := NewProducer(cl, WithPartitioner(ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := p.ProduceSync(ctx, &Record{Topic: "grown", Partition: 2, Value: []byte("v")}); err != nil {
+		t.Fatal(err)
+	}
+	other := defaultClient(t, fake)
+	if res, err := other.Admin().CreatePartitions(ctx, 4, "grown"); err != nil || res.Err() != nil {
+		t.Fatalf("CreatePartitions: %v %v", res, err)
+	}
+	rec := &Record{Topic: "grown", Partition: 3, Value: []byte("v")}
+	if err := p.ProduceSync(ctx, rec); err != nil {
+		t.Fatalf("ProduceSync to the partition just added: %v", err)
+	}
+	if rec.Partition != 3 || rec.Offset != 0 {
+		t.Fatalf("written to [%d] at %d, want [3] at 0", rec.Partition, rec.Offset)
+	}
+}
+
+// A partition the topic never gets fails after UnknownTopicTimeout with
+// ErrInvalidPartition, naming the partition, the count seen and the time
+// waited.
+func TestProducePartitionOutOfRangeTimesOut(t *testing.T) {
+	fake := newFake(t, kfake.NumBrokers(1), kfake.SeedTopics(3, "small"))
+	cl := defaultClient(t, fake)
+	const wait = 400 * time.Millisecond
+	p, err := NewProducer(cl, WithPartitioner(ManualPartitioner()), UnknownTopicTimeout(wait))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	err = p.ProduceSync(ctx, &Record{Topic: "small", Partition: 7, Value: []byte("v")})
+	took := time.Since(start)
+	if !errors.Is(err, ErrInvalidPartition) || IsRetriable(err) {
+		t.Fatalf("ProduceSync: %v, want ErrInvalidPartition, not retriable", err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "small[7]") || !strings.Contains(msg, "not in the metadata after") ||
+		!strings.Contains(msg, "topic has 3 partitions") {
+		t.Fatalf("the error does not name the partition, the wait and the count: %v", err)
+	}
+	if took < wait || took > wait+10*time.Second {
+		t.Fatalf("failed after %v, want about UnknownTopicTimeout %v", took, wait)
+	}
+	t.Logf("after %v: %v", took, err)
+}

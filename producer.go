@@ -39,8 +39,11 @@ var (
 	// if there was one (e.g. NOT_ENOUGH_REPLICAS), so errors.Is finds it
 	// and IsRetriable follows it.
 	ErrDeliveryTimeout = errors.New("riffle: delivery timeout expired")
-	// ErrInvalidPartition: the record's partition does not exist.
-	ErrInvalidPartition = errors.New("riffle: partition out of range")
+	// ErrInvalidPartition: the record's partition does not exist, still
+	// after waiting up to UnknownTopicTimeout for it (partitions added
+	// a moment ago reach each broker's metadata a while after
+	// CreatePartitions returns).
+	ErrInvalidPartition = errs.ErrInvalidPartition
 )
 
 // Producer writes records to Kafka. It is idempotent by default: however
@@ -251,6 +254,9 @@ func (p *Producer) produce(ctx context.Context, rec *Record, fn func(*Record, er
 	if err == nil && encSize > ts.maxBatch {
 		err = fmt.Errorf("topic %q: %w: %d bytes encoded (max.message.bytes %d)", rec.Topic, ErrRecordTooLarge, encSize, ts.maxBatch)
 	}
+	if err == nil && isManual(p.cfg.partitioner) && int(rec.Partition) >= len(ts.partitions()) {
+		err = p.awaitPartition(ctx, ts, rec.Partition)
+	}
 	var part *partState
 	if err == nil {
 		part, err = ts.pick(p, rec)
@@ -441,10 +447,7 @@ func (p *Producer) topic(ctx context.Context, name string) (*topicState, error) 
 	// refreshes keep them, until Close. Concurrent first uses each take
 	// one; all but the winner's are released.
 	p.cl.TrackTopics(name)
-	w := p.cl.TopicWait()
-	if p.cfg.unknownTopicSet {
-		w.For, w.Option = p.cfg.unknownTopicWait, "UnknownTopicTimeout"
-	}
+	w := p.topicWait()
 	tm, err := p.cl.LookupTopicWait(ctx, name, w)
 	if err != nil {
 		p.cl.UntrackTopics(name)
@@ -507,6 +510,29 @@ func (p *Producer) topicMaxMessageBytes(ctx context.Context, topic string) int {
 		}
 	}
 	return 0
+}
+
+// topicWait is the producer's wait for a topic or partition the metadata
+// does not show yet: UnknownTopicTimeout if given, else the client's.
+func (p *Producer) topicWait() cluster.TopicWait {
+	w := p.cl.TopicWait()
+	if p.cfg.unknownTopicSet {
+		w.For, w.Option = p.cfg.unknownTopicWait, "UnknownTopicTimeout"
+	}
+	return w
+}
+
+// awaitPartition waits, up to UnknownTopicTimeout, for the metadata to
+// show partition of ts (added by CreatePartitions a moment ago, perhaps),
+// and adds it to ts.
+func (p *Producer) awaitPartition(ctx context.Context, ts *topicState, partition int32) error {
+	w := p.topicWait()
+	if _, err := p.cl.AwaitPartition(ctx, ts.name, partition, w); err != nil {
+		return err
+	}
+	ts.seen.Store(p.cl.Snapshot())
+	ts.grow(p)
+	return nil
 }
 
 // grow adds partitions the metadata shows beyond those known.

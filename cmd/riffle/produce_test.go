@@ -246,7 +246,10 @@ func TestProducePartition(t *testing.T) {
 		// Producing stops once the error shows every record would fail.
 		t.Errorf("%d written, %d failed: want 0 written, and not all 1000 tried", written, failed)
 	}
-	if !strings.Contains(r.stderr, "riffle: record 1: partition out of range: demo[9] (topic has 6 partitions)") {
+	// The producer waits UnknownTopicTimeout (5 s) for a partition added
+	// a moment ago before it fails the record.
+	if !strings.Contains(r.stderr, "riffle: record 1: partition out of range: demo[9] not in the metadata after") ||
+		!strings.Contains(r.stderr, "topic has 6 partitions") {
 		t.Errorf("stderr does not show the first error:\n%s", r.stderr)
 	}
 }

@@ -436,12 +436,59 @@ func unknownAfter(topic string, waited time.Duration, refreshes int, last error)
 		errs.ErrUnknownTopic, topic, waited.Round(time.Millisecond), refreshes, last)
 }
 
+// AwaitPartition returns topic's metadata once it has partition, waiting
+// up to w.For from the call for partitions added a moment ago: after
+// CreatePartitions returns, a broker that has not yet replayed the change
+// reports the old count for a while, as with a topic just created (the
+// Java producer's wait for a partition "not present in metadata"). A
+// topic that stays unknown ends as LookupTopicWait does; a partition that
+// stays missing ends with errs.ErrInvalidPartition naming the count seen,
+// the time waited and the refreshes. ctx bounds it all.
+func (c *Cluster) AwaitPartition(ctx context.Context, topic string, partition int32, w TopicWait) (*TopicMeta, error) {
+	start := time.Now()
+	t, err := c.LookupTopicWait(ctx, topic, w)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := t.Partition(partition); ok || partition < 0 {
+		return t, nil
+	}
+	refreshes := 0
+	budget, name := c.cfg.RetryTimeout, "RetryTimeout"
+	if w.For > budget {
+		budget, name = w.For, w.option()
+	}
+	err = c.retryFor(ctx, name, budget, func(ctx context.Context) error {
+		snap, err := c.awaitRefresh(ctx, []string{topic})
+		if err != nil {
+			return err
+		}
+		refreshes++
+		nt := snap.Topics[topic]
+		if nt != nil && nt.Err == nil {
+			t = nt
+			if _, ok := t.Partition(partition); ok {
+				return nil
+			}
+		}
+		if waited := time.Since(start); waited >= w.For {
+			return fmt.Errorf("%w: %s[%d] not in the metadata after %v (%d refreshes; topic has %d partitions)",
+				errs.ErrInvalidPartition, topic, partition, waited.Round(time.Millisecond), refreshes, len(t.Partitions))
+		}
+		return fmt.Errorf("%s[%d]: %w", topic, partition, kafkaerr.ForCode(kafkaerr.UnknownTopicOrPartition))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
 // Leader returns the leader of topic/partition, refreshing while the
 // partition has no leader. Like LookupTopic it does not track the topic,
 // and it waits up to UnknownTopicWait (from its start) for a topic a
-// refresh names unknown: a broker that has not yet replayed the topic's
-// creation answers so for a while after another one knew it. A partition
-// the topic does not have fails at once.
+// refresh names unknown, or for a partition it lacks: a broker that has
+// not yet replayed the topic's creation (or CreatePartitions) answers so
+// for a while after another one knew it.
 func (c *Cluster) Leader(ctx context.Context, topic string, partition int32) (PartitionMeta, error) {
 	start := time.Now()
 	t, err := c.LookupTopic(ctx, topic)
@@ -471,7 +518,11 @@ func (c *Cluster) Leader(ctx context.Context, topic string, partition int32) (Pa
 		case t.Err != nil:
 			return fmt.Errorf("topic %q: %w", topic, t.Err)
 		case !ok:
-			return fmt.Errorf("%w: %s[%d] does not exist", errs.ErrUnknownTopic, topic, partition)
+			if waited := time.Since(start); waited >= c.cfg.UnknownTopicWait {
+				return fmt.Errorf("%w: %s[%d] does not exist: not in the metadata after %v (%d refreshes; topic has %d partitions)",
+					errs.ErrUnknownTopic, topic, partition, waited.Round(time.Millisecond), refreshes, len(t.Partitions))
+			}
+			return fmt.Errorf("%s[%d]: %w", topic, partition, kafkaerr.ForCode(kafkaerr.UnknownTopicOrPartition))
 		case p.Err != nil:
 			return fmt.Errorf("%s[%d]: %w", topic, partition, p.Err)
 		case p.Leader < 0:

@@ -37,6 +37,9 @@ var (
 	ErrUnreachable = errors.New("riffle: no broker reachable")
 	// ErrUnknownTopic: the topic does not exist (after the retry budget).
 	ErrUnknownTopic = errors.New("riffle: unknown topic")
+	// ErrInvalidPartition: a record's partition is not one its topic has
+	// (after the wait for partitions just added).
+	ErrInvalidPartition = errors.New("riffle: partition out of range")
 	// ErrUnsupported: the broker does not support a request the client
 	// needs at any version both understand.
 	ErrUnsupported = errors.New("riffle: unsupported by broker")
@@ -64,7 +67,7 @@ func IsRetriable(err error) bool {
 	}
 	switch {
 	case errors.Is(err, ErrAuth), errors.Is(err, ErrConfig), errors.Is(err, ErrClosed),
-		errors.Is(err, ErrUnsupported), errors.Is(err, ErrUnknownTopic), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		errors.Is(err, ErrUnsupported), errors.Is(err, ErrUnknownTopic), errors.Is(err, ErrInvalidPartition), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return false
 	}
 	// Errors that know better decide for themselves: a failed dial by
