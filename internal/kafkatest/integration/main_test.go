@@ -49,7 +49,11 @@ func TestMain(m *testing.M) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	if req.Start {
 		logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
-		c, err := kafkatest.Start(ctx, kafkatest.Config{Nodes: 3, SASL: true, SASLReauth: suiteReauth, Logf: logf})
+		nodes := req.Nodes
+		if nodes == 0 {
+			nodes = 3
+		}
+		c, err := kafkatest.Start(ctx, kafkatest.Config{Version: req.Version, Nodes: nodes, SASL: true, SASLReauth: suiteReauth, Logf: logf})
 		if err != nil {
 			cancel()
 			fmt.Fprintln(os.Stderr, err)
