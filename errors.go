@@ -54,6 +54,16 @@ var (
 	ErrInvalidConfig = errs.ErrConfig
 )
 
+// UnsupportedError says which request (and version) the broker lacks, the
+// KIP that brought it and the Kafka release whose brokers have it, e.g.
+// "riffle: unsupported by broker: ShareGroupHeartbeat (share groups
+// KIP-932) needs Kafka 4.2+ (...): the broker has no version of it". It
+// matches ErrUnsupported; get it with errors.As. The client fails with it
+// at once rather than retry: a request no version of which both sides
+// speak, a consumer group with GroupProtocolConsumer whose coordinator
+// cannot run KIP-848, a share consumer on a broker without share groups.
+type UnsupportedError = errs.UnsupportedError
+
 // UnreachableError says that no broker could be reached, and why for each
 // address tried: dial refused, timeout, dns, tls, auth, protocol, backing
 // off. It matches ErrUnreachable with errors.Is, the caller's context
