@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/riffle-go/riffle/internal/kafkaerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
@@ -362,4 +363,57 @@ func TestOlderProtocolLevels(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Kafka 3.9 has no GROUP config resource (KIP-848's group configs): it
+// answers INVALID_REQUEST. Riffle says what the broker lacks.
+func TestGroupConfigsOnKafka39(t *testing.T) {
+	fake := newFake(t, kfake.MaxVersions(kversion.V3_9_0()), kfake.SeedTopics(1, "t"))
+	refuse := func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		fake.KeepControl()
+		switch req := kr.(type) {
+		case *kmsg.DescribeConfigsRequest:
+			resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
+			for _, r := range req.Resources {
+				rr := kmsg.NewDescribeConfigsResponseResource()
+				rr.ResourceType, rr.ResourceName, rr.ErrorCode = r.ResourceType, r.ResourceName, 42 // INVALID_REQUEST
+				resp.Resources = append(resp.Resources, rr)
+			}
+			return resp, nil, true
+		case *kmsg.IncrementalAlterConfigsRequest:
+			resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
+			for _, r := range req.Resources {
+				rr := kmsg.NewIncrementalAlterConfigsResponseResource()
+				rr.ResourceType, rr.ResourceName, rr.ErrorCode = r.ResourceType, r.ResourceName, 42
+				resp.Resources = append(resp.Resources, rr)
+			}
+			return resp, nil, true
+		}
+		return nil, nil, false
+	}
+	fake.ControlKey(int16(kmsg.DescribeConfigs), refuse)
+	fake.ControlKey(int16(kmsg.IncrementalAlterConfigs), refuse)
+	cl := newTestClient(t, SeedBrokers(fake.ListenAddrs()...))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	adm := cl.Admin()
+	if fm, err := adm.DescribeFeatures(ctx); err != nil {
+		t.Fatal(err)
+	} else if _, ok := fm.Finalized["group.version"]; ok {
+		t.Fatalf("kfake at 3.9 finalizes group.version: %v", fm.Finalized)
+	}
+	gcs, err := adm.DescribeGroupConfigs(ctx, "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantUnsupported(t, gcs[0].Err, "DescribeConfigs", "KIP-848", "4.0")
+	if !errors.Is(gcs[0].Err, kafkaerr.ForCode(kafkaerr.InvalidRequest)) {
+		t.Fatalf("%v: want the broker's INVALID_REQUEST kept", gcs[0].Err)
+	}
+	v := "2000"
+	res, err := adm.AlterGroupConfigs(ctx, GroupConfigChange{Group: "g", Name: "consumer.heartbeat.interval.ms", Value: &v})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantUnsupported(t, res[0].Err, "IncrementalAlterConfigs", "KIP-848", "4.0")
 }
