@@ -56,6 +56,16 @@ func (e *UnsupportedError) Error() string {
 // Is makes every UnsupportedError match ErrUnsupported.
 func (e *UnsupportedError) Is(target error) bool { return target == ErrUnsupported }
 
+// ExportUnsupported sets target to the exported twin of e (the root
+// package's UnsupportedError, of the same fields) when target points to
+// one; set by the root package.
+var ExportUnsupported func(e *UnsupportedError, target any) bool
+
+// As sets target to e's exported twin (see ExportUnsupported).
+func (e *UnsupportedError) As(target any) bool {
+	return ExportUnsupported != nil && ExportUnsupported(e, target)
+}
+
 // apiSince is, for the APIs a client meets missing on brokers still in
 // use, the KIP that brought each and the first Kafka release whose brokers
 // answer it (by API key).
