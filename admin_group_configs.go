@@ -2,7 +2,10 @@ package riffle
 
 import (
 	"context"
+	"errors"
 	"fmt"
+
+	"github.com/riffle-go/riffle/internal/kafkaerr"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -65,9 +68,43 @@ func checkConfigGroup(g string) error {
 // An empty name fails its result with ErrInvalidConfig, and nothing is
 // asked for it.
 func (a *Admin) DescribeGroupConfigs(ctx context.Context, groups ...string) ([]GroupConfigs, error) {
-	return describeKeyed(ctx, a, groups, groupResource, checkConfigGroup, func(g string, cs []ConfigEntry, err error) GroupConfigs {
+	out, err := describeKeyed(ctx, a, groups, groupResource, checkConfigGroup, func(g string, cs []ConfigEntry, err error) GroupConfigs {
 		return GroupConfigs{Group: g, Configs: cs, Err: err}
 	})
+	if err != nil {
+		return nil, err
+	}
+	var noGroupConfigs *UnsupportedError
+	for i := range out {
+		if errors.Is(out[i].Err, kafkaerr.ForCode(kafkaerr.InvalidRequest)) {
+			if noGroupConfigs == nil && !a.hasGroupConfigs(ctx) {
+				noGroupConfigs = groupConfigsUnsupported("DescribeConfigs")
+			}
+			if noGroupConfigs != nil {
+				out[i].Err = fmt.Errorf("%w: %w", noGroupConfigs, out[i].Err)
+			}
+		}
+	}
+	return out, nil
+}
+
+// hasGroupConfigs says whether the cluster may have the GROUP config
+// resource (KIP-848): a broker that finalizes group.version does; Kafka 3.9,
+// which finalizes none, answers INVALID_REQUEST for it.
+func (a *Admin) hasGroupConfigs(ctx context.Context) bool {
+	fm, err := a.DescribeFeatures(ctx)
+	if err != nil {
+		return true // unknown: leave the broker's answer as it is
+	}
+	_, ok := fm.Finalized["group.version"]
+	return ok
+}
+
+// groupConfigsUnsupported is the error for group configs on a broker
+// without them.
+func groupConfigsUnsupported(api string) *UnsupportedError {
+	return &UnsupportedError{API: api, Version: -1, Feature: "group configs, config resource GROUP", KIP: "KIP-848", Kafka: "4.0",
+		Detail: "the cluster finalizes no group.version and refused the resource"}
 }
 
 // AlterGroupConfigs changes group configs incrementally (only the named
@@ -95,8 +132,17 @@ func (a *Admin) alterGroupConfigs(ctx context.Context, changes []GroupConfigChan
 		return nil, err
 	}
 	out := make(GroupResults, len(groups))
+	var noGroupConfigs *UnsupportedError
 	for i, g := range groups {
 		out[i] = GroupResult{Group: g, Err: errs[g]}
+		if errors.Is(out[i].Err, kafkaerr.ForCode(kafkaerr.InvalidRequest)) {
+			if noGroupConfigs == nil && !a.hasGroupConfigs(ctx) {
+				noGroupConfigs = groupConfigsUnsupported("IncrementalAlterConfigs")
+			}
+			if noGroupConfigs != nil {
+				out[i].Err = fmt.Errorf("%w: %w", noGroupConfigs, out[i].Err)
+			}
+		}
 	}
 	return out, nil
 }

@@ -251,6 +251,15 @@ func (a *Admin) DescribeGroups(ctx context.Context, groups ...string) ([]GroupDe
 	return out, nil
 }
 
+// notConsumerGroup says whether a ConsumerGroupDescribe answer for a group
+// means it is no KIP-848 group: GROUP_ID_NOT_FOUND, or UNSUPPORTED_VERSION
+// from a coordinator that lists the API but runs no consumer groups
+// (Kafka 3.7 to 3.9 without group.coordinator.rebalance.protocols
+// consumer).
+func notConsumerGroup(code int16) bool {
+	return code == kafkaerr.GroupIDNotFound || code == kafkaerr.UnsupportedVersion
+}
+
 // describe848 describes the groups that are KIP-848 consumer groups, with
 // their members' current assignments (topic ids resolved to names). It
 // returns nothing for the others, and nothing at all when the brokers do
@@ -275,7 +284,7 @@ func (a *Admin) describe848(ctx context.Context, groups []string) map[string]Gro
 			return out, nil
 		},
 		func(g kmsg.ConsumerGroupDescribeResponseGroup) int16 {
-			if g.ErrorCode == kafkaerr.GroupIDNotFound {
+			if notConsumerGroup(g.ErrorCode) {
 				return 0 // not a consumer group: final, not retried
 			}
 			return g.ErrorCode
@@ -286,7 +295,7 @@ func (a *Admin) describe848(ctx context.Context, groups []string) map[string]Gro
 	var names map[[16]byte]string
 	out := map[string]GroupDescription{}
 	for name, g := range replies {
-		if g.ErrorCode == kafkaerr.GroupIDNotFound {
+		if notConsumerGroup(g.ErrorCode) {
 			continue // not a consumer group: the classic answer stands
 		}
 		d := GroupDescription{Group: name, Type: "consumer", State: g.State, ProtocolType: "consumer",

@@ -579,6 +579,12 @@ type ConsumerStats struct {
 	// handled in them).
 	TxnCommitted, TxnAborted int64
 	Partitions               []PartitionStats
+	// GroupErr is the error that ended the group membership for good,
+	// nil while the member runs (or retries): the broker cannot run the
+	// group's protocol, e.g. GroupProtocolConsumer on a broker without
+	// KIP-848 (an *UnsupportedError, matching ErrGroup and
+	// ErrUnsupported). OnGroupError got it too.
+	GroupErr error
 }
 
 // Stats returns a snapshot of the consumer's state.
@@ -590,6 +596,11 @@ func (cs *Consumer) Stats() ConsumerStats {
 	}
 	cs.mu.Unlock()
 	st := ConsumerStats{BufferedBytes: cs.buffered.Load()}
+	if m := cs.member; m != nil {
+		m.mu.Lock()
+		st.GroupErr = m.failed
+		m.mu.Unlock()
+	}
 	if cs.eos != nil {
 		st.TxnCommitted, st.TxnAborted = cs.eos.commits.Load(), cs.eos.aborts.Load()
 	}

@@ -54,6 +54,40 @@ var (
 	ErrInvalidConfig = errs.ErrConfig
 )
 
+// UnsupportedError says which request (and version) the broker lacks, the
+// KIP that brought it and the Kafka release whose brokers have it, e.g.
+// "riffle: unsupported by broker: ShareGroupHeartbeat (share groups,
+// KIP-932) needs Kafka 4.2+ (...): the broker has no version of it". It
+// matches ErrUnsupported; get it with errors.As. The client fails with it
+// at once rather than retry: a request no version of which both sides
+// speak, a consumer group with GroupProtocolConsumer whose coordinator
+// cannot run KIP-848, a share consumer on a broker without share groups,
+// group configs on a broker without them.
+type UnsupportedError struct {
+	// API is the request's name (ShareGroupHeartbeat); Version the
+	// lowest version needed, -1 when any would do.
+	API     string
+	Version int16
+	// Feature names what needs it, in a few words ("share groups").
+	Feature string
+	// KIP is the Kafka Improvement Proposal that brought the API or the
+	// version ("KIP-932"), "" when not known.
+	KIP string
+	// Kafka is the first broker release that has it ("4.2").
+	Kafka string
+	// Note, when set, says how an older broker may enable it.
+	Note string
+	// Detail is what the broker had or said.
+	Detail string
+}
+
+// Error formats the error as "riffle: unsupported by broker: API
+// (feature, KIP) needs Kafka X+ (note): detail".
+func (e *UnsupportedError) Error() string { return (*errs.UnsupportedError)(e).Error() }
+
+// Is makes every UnsupportedError match ErrUnsupported.
+func (e *UnsupportedError) Is(target error) bool { return target == ErrUnsupported }
+
 // UnreachableError says that no broker could be reached, and why for each
 // address tried: dial refused, timeout, dns, tls, auth, protocol, backing
 // off. It matches ErrUnreachable with errors.Is, the caller's context
@@ -139,6 +173,13 @@ func init() {
 			return (*kafkaerr.Error)(e)
 		}
 		return nil
+	}
+	errs.ExportUnsupported = func(e *errs.UnsupportedError, target any) bool {
+		t, ok := target.(**UnsupportedError)
+		if ok {
+			*t = (*UnsupportedError)(e) // the same fields: the same value
+		}
+		return ok
 	}
 	cluster.ExportUnreachable = func(e *cluster.UnreachableError, target any) bool {
 		t, ok := target.(**UnreachableError)

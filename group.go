@@ -46,7 +46,8 @@ type member struct {
 	mu          sync.Mutex // guards the fields below for Stats and commits
 	memberID    string
 	generation  int32
-	joined      bool // in a settled generation (classic: synced; KIP-848: epoch > 0), not fenced
+	joined      bool  // in a settled generation (classic: synced; KIP-848: epoch > 0), not fenced
+	failed      error // set once the membership ended for good (groupFailed)
 	protocol    string
 	coordinator int32
 	// owned maps each owned partition to its ownership token, which
@@ -132,6 +133,20 @@ func (m *member) groupError(err error) {
 	} else {
 		m.cs.c.log.Debug("group error again", "group", m.cfg.id, "err", err)
 	}
+	if m.cfg.onGroupError != nil {
+		m.cfg.onGroupError(err)
+	}
+}
+
+// groupFailed reports err, which ends the membership for good (the broker
+// cannot run the group's protocol), as groupError does, and keeps it for
+// Stats: the member stops asking.
+func (m *member) groupFailed(err error) {
+	err = fmt.Errorf("%w %q: %w", ErrGroup, m.cfg.id, err)
+	m.mu.Lock()
+	m.failed = err
+	m.mu.Unlock()
+	m.cs.c.log.Error("group membership failed; the member stops", "group", m.cfg.id, "err", err)
 	if m.cfg.onGroupError != nil {
 		m.cfg.onGroupError(err)
 	}

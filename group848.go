@@ -4,12 +4,14 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
 	"sync"
 	"time"
 
+	"github.com/riffle-go/riffle/internal/errs"
 	"github.com/riffle-go/riffle/internal/kafkaerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -111,6 +113,8 @@ func (m *member) run848(ctx context.Context) {
 			return
 		case <-t.ctx.Done():
 			continue
+		case <-s.stopped:
+			return // the broker cannot run the protocol (groupFailed)
 		case <-s.reconc:
 		case <-retry:
 		}
@@ -199,6 +203,11 @@ func (m *member) heartbeat848Loop(ctx context.Context, s *session848) {
 		switch {
 		case ctx.Err() != nil:
 			return
+		case errors.Is(err, errs.ErrUnsupported):
+			// The coordinator has no ConsumerGroupHeartbeat we can
+			// send: retrying cannot help.
+			m.groupFailed(err)
+			return
 		case err != nil:
 			failures++
 			next = m.cs.c.cfg.retryBackoff.Delay(failures, 0.5)
@@ -240,8 +249,13 @@ func (m *member) heartbeat848Loop(ctx context.Context, s *session848) {
 			}
 			failures, next = 0, 0
 		case resp.ErrorCode == kafkaerr.UnsupportedVersion:
-			m.groupError(fmt.Errorf("the broker does not support the consumer group protocol (KIP-848): %w", kafkaerr.ForCode(resp.ErrorCode)))
-			next = 10 * time.Second
+			// Kafka 3.7 to 3.9 list ConsumerGroupHeartbeat but answer
+			// UNSUPPORTED_VERSION unless the consumer protocol is
+			// enabled (group.coordinator.rebalance.protocols).
+			e := errs.Unsupported(int16(kmsg.ConsumerGroupHeartbeat), "ConsumerGroupHeartbeat", -1,
+				"the group coordinator refused it")
+			m.groupFailed(fmt.Errorf("%w: %w", e, kafkaerr.ForCode(resp.ErrorCode)))
+			return
 		default:
 			if !m.coordinatorError(resp.ErrorCode) {
 				m.groupError(kafkaerr.ForCode(resp.ErrorCode))
@@ -379,6 +393,12 @@ func (m *member) resolveTopicIDs(ctx context.Context, byID map[[16]byte]string) 
 // leave848 leaves the group (epoch -1; -2 keeps a static member's
 // assignment for its return).
 func (m *member) leave848(ctx context.Context) {
+	m.mu.Lock()
+	failed := m.failed != nil
+	m.mu.Unlock()
+	if failed {
+		return // never in the group: nothing to leave
+	}
 	epoch := int32(-1)
 	if m.cfg.instanceID != "" {
 		epoch = -2

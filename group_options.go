@@ -231,6 +231,11 @@ func OnPartitionsLost(fn func(ctx context.Context, tps []TopicPartition)) Consum
 // one occurs: the member keeps retrying, with backoff, and may meet the
 // same error on every attempt. The client's log has each distinct error
 // at Error once (until the member joins again), its repeats at Debug.
+// An error that ends the membership for good, because the broker cannot
+// run the group's protocol (an *UnsupportedError: KIP-848 groups on a
+// broker without them, a share group on a broker without share groups),
+// comes once and the member stops; Stats (GroupErr, a share consumer's
+// Err) keeps it. A ShareConsumer takes this option for that error only.
 func OnGroupError(fn func(error)) ConsumerOption {
 	return func(c *consumerConfig) { c.group.onGroupError = fn }
 }

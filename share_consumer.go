@@ -2,6 +2,7 @@ package riffle
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/riffle-go/riffle/internal/cluster"
+	"github.com/riffle-go/riffle/internal/errs"
 	"github.com/riffle-go/riffle/internal/kafkaerr"
 	"github.com/riffle-go/riffle/internal/lifecycle"
 	"github.com/riffle-go/riffle/internal/share"
@@ -57,6 +59,7 @@ type ShareConsumer struct {
 
 	mu          sync.Mutex
 	memberEpoch int32
+	failed      error // set once the membership ended for good (failMembership)
 	coordinator int32
 	assigned    map[[16]byte][]int32 // the group's assignment, by topic id
 	fetchers    map[int32]*shareFetcher
@@ -78,7 +81,7 @@ type ShareConsumer struct {
 // NewShareConsumer joins the share group named by ShareGroup, subscribed to
 // the topics of SubscribeTopics, and runs the HandleRecord handler on the
 // records the group hands it. Options that apply: ShareGroup,
-// SubscribeTopics, HandleRecord, Runners, FetchMaxWait, FetchMaxBytes,
+// SubscribeTopics, HandleRecord, OnGroupError, Runners, FetchMaxWait, FetchMaxBytes,
 // CheckCRC, MaxDecompressedBytes, ShareAcknowledgementMode,
 // ShareMaxRecords, ShareAutoRenew. Options that would change what the
 // application gets are refused with ErrInvalidConfig, whatever their
@@ -307,6 +310,16 @@ func (sc *ShareConsumer) memberLoop() {
 		switch {
 		case ctx.Err() != nil:
 			return
+		case errors.Is(err, errs.ErrUnsupported):
+			// No ShareGroupHeartbeat on the coordinator (a broker
+			// without share groups): retrying cannot help.
+			sc.failMembership(err)
+			return
+		case err == nil && resp.ErrorCode == kafkaerr.UnsupportedVersion:
+			e := errs.Unsupported(int16(kmsg.ShareGroupHeartbeat), "ShareGroupHeartbeat", -1,
+				"the group coordinator refused it")
+			sc.failMembership(fmt.Errorf("%w: %w", e, kafkaerr.ForCode(resp.ErrorCode)))
+			return
 		case err != nil:
 			failures++
 			next = sc.c.cfg.retryBackoff.Delay(failures, 0.5)
@@ -351,6 +364,20 @@ func (sc *ShareConsumer) memberLoop() {
 			sc.c.log.Info("share group heartbeat error", append(sc.log(), "err", kafkaerr.ForCode(code))...)
 		}
 		timer.Reset(next)
+	}
+}
+
+// failMembership ends the membership for good: err (the broker cannot run
+// share groups) goes to the log at Error, to OnGroupError and to Stats, and
+// the member stops asking.
+func (sc *ShareConsumer) failMembership(err error) {
+	err = fmt.Errorf("%w %q: %w", ErrGroup, sc.cfg.share.group, err)
+	sc.mu.Lock()
+	sc.failed = err
+	sc.mu.Unlock()
+	sc.c.log.Error("share group membership failed; the member stops", append(sc.log(), "err", err)...)
+	if fn := sc.cfg.group.onGroupError; fn != nil {
+		fn(err)
 	}
 }
 
@@ -511,6 +538,11 @@ type ShareStats struct {
 	// LockTimeout is the acquisition lock duration the brokers last
 	// reported.
 	LockTimeout time.Duration
+	// Err is the error that ended the membership for good, nil while the
+	// member runs (or retries): the broker has no share groups (an
+	// *UnsupportedError naming KIP-932, matching ErrGroup and
+	// ErrUnsupported). OnGroupError got it too.
+	Err error
 }
 
 // Stats returns a snapshot.
@@ -526,7 +558,7 @@ func (sc *ShareConsumer) Stats() ShareStats {
 		byID[tm.ID] = name
 	}
 	sc.mu.Lock()
-	st.MemberEpoch = sc.memberEpoch
+	st.MemberEpoch, st.Err = sc.memberEpoch, sc.failed
 	for id, ps := range sc.assigned {
 		for _, p := range ps {
 			st.Assigned = append(st.Assigned, TopicPartition{byID[id], p})
@@ -596,7 +628,12 @@ func (sc *ShareConsumer) Close(ctx context.Context) error {
 		lctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 		defer cancel()
 	}
-	if resp, lerr := sc.heartbeat(lctx, -1); lerr != nil {
+	sc.mu.Lock()
+	failed := sc.failed != nil
+	sc.mu.Unlock()
+	if failed {
+		// Never in the group: nothing to leave.
+	} else if resp, lerr := sc.heartbeat(lctx, -1); lerr != nil {
 		sc.c.log.Info("leaving the share group failed", append(sc.log(), "err", lerr)...)
 	} else if resp.ErrorCode != 0 {
 		sc.c.log.Info("leaving the share group failed", append(sc.log(), "err", kafkaerr.ForCode(resp.ErrorCode))...)

@@ -80,19 +80,26 @@ type MinVersioned interface {
 
 // Pick returns the version to send req at: min(our max, broker max),
 // under the caps for requests that name every topic by id if req does
-// (ByTopicID). A request that is MinVersioned fails with ErrUnsupported
-// below its minimum.
+// (ByTopicID). A request the broker has no usable version of fails with an
+// *errs.UnsupportedError (matching ErrUnsupported) naming, for the APIs
+// older brokers lack, the KIP and the Kafka release that brought it; one
+// that is MinVersioned fails so below its minimum.
 func (v *Versions) Pick(req kmsg.Request) (int16, error) {
 	caps := v.caps
 	if ByTopicID(req) {
 		caps = v.idCaps
 	}
-	use, ok := v.capped(caps, req.Key(), req.MaxVersion())
+	key := req.Key()
+	use, ok := v.capped(caps, key, req.MaxVersion())
 	if !ok {
-		return 0, fmt.Errorf("%s: %w", kmsg.NameForKey(req.Key()), errs.ErrUnsupported)
+		detail := "the broker has no version of it"
+		if key >= 0 && int(key) < maxKey && v.known[key] {
+			detail = fmt.Sprintf("the broker has v%d to v%d, none of them usable (the client's are up to v%d)", v.min[key], v.max[key], req.MaxVersion())
+		}
+		return 0, errs.Unsupported(key, kmsg.NameForKey(key), -1, detail)
 	}
 	if m, isMin := req.(MinVersioned); isMin && use < m.MinVersion() {
-		return 0, fmt.Errorf("%s v%d: %w (v%d needed)", kmsg.NameForKey(req.Key()), use, errs.ErrUnsupported, m.MinVersion())
+		return 0, errs.Unsupported(key, kmsg.NameForKey(key), m.MinVersion(), fmt.Sprintf("the broker has up to v%d", use))
 	}
 	return use, nil
 }

@@ -25,6 +25,9 @@ import (
 
 // Config says what cluster Start runs. The zero value is one node.
 type Config struct {
+	// Version is the Kafka release to run, one of Versions (default
+	// Version, 4.4.0; Version39 is 3.9.1).
+	Version string
 	// Nodes is 1 or 3 combined broker+controller nodes (default 1).
 	// With 3, internal topics have replication factor 3 and
 	// min.insync.replicas is 2 (topics too, by default).
@@ -76,6 +79,7 @@ type Config struct {
 // it still takes its JVMs with it on Linux (PR_SET_PDEATHSIG).
 type Cluster struct {
 	cfg       Config
+	rel       release
 	dir       string
 	libs      string
 	clusterID string
@@ -159,9 +163,14 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 			cfg.Dir = "/dev/shm"
 		}
 	}
+	rel, err := releaseOf(cfg.Version)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Version = rel.version
 	ctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
 	defer cancel()
-	libs, err := Libs(ctx)
+	libs, err := LibsFor(ctx, rel.version)
 	if err != nil {
 		return nil, err
 	}
@@ -169,7 +178,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	// test binary on the machine does the same): start again on fresh
 	// ports when a node says so.
 	for attempt := 1; ; attempt++ {
-		c, err := start(ctx, cfg, libs)
+		c, err := start(ctx, cfg, rel, libs)
 		if err == nil {
 			return c, nil
 		}
@@ -182,18 +191,18 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 
 var errPortTaken = errors.New("a listener port was taken")
 
-func start(ctx context.Context, cfg Config, libs string) (_ *Cluster, err error) {
+func start(ctx context.Context, cfg Config, rel release, libs string) (_ *Cluster, err error) {
 	dir, err := os.MkdirTemp(cfg.Dir, "riffle-kafka-")
 	if err != nil {
 		return nil, fmt.Errorf("kafkatest: %w", err)
 	}
-	c := &Cluster{cfg: cfg, dir: dir, libs: libs, clusterID: newClusterID()}
+	c := &Cluster{cfg: cfg, rel: rel, dir: dir, libs: libs, clusterID: newClusterID()}
 	defer func() {
 		if err != nil {
 			c.Close()
 		}
 	}()
-	log4j, _ := files.ReadFile("log4j2.properties")
+	log4j, _ := files.ReadFile(rel.logConfig())
 	if err := os.WriteFile(c.log4j(), log4j, 0o644); err != nil {
 		return nil, fmt.Errorf("kafkatest: %w", err)
 	}
@@ -261,7 +270,7 @@ func start(ctx context.Context, cfg Config, libs string) (_ *Cluster, err error)
 	if err := c.waitReady(ctx, c.nodes); err != nil {
 		return nil, err
 	}
-	cfg.Logf("kafkatest: Kafka %s ready in %v: %s", Version, time.Since(began).Round(100*time.Millisecond), strings.Join(c.Addrs(), ","))
+	cfg.Logf("kafkatest: Kafka %s ready in %v: %s", rel.version, time.Since(began).Round(100*time.Millisecond), strings.Join(c.Addrs(), ","))
 	return c, nil
 }
 
@@ -273,6 +282,9 @@ func (c *Cluster) Addrs() []string {
 	}
 	return out
 }
+
+// Version is the Kafka release the cluster runs.
+func (c *Cluster) Version() string { return c.rel.version }
 
 // Nodes are the cluster's nodes, by id.
 func (c *Cluster) Nodes() []*Node { return slices.Clone(c.nodes) }
@@ -425,7 +437,7 @@ func (n *Node) LogTail(lines int) string {
 	return strings.Join(all, "\n")
 }
 
-func (c *Cluster) log4j() string { return filepath.Join(c.dir, "log4j2.properties") }
+func (c *Cluster) log4j() string { return filepath.Join(c.dir, c.rel.logConfig()) }
 
 // keyStore is the SASL_SSL listener's PEM key store (key and certificate).
 func (c *Cluster) keyStore() string { return filepath.Join(c.dir, "keystore.pem") }
@@ -437,7 +449,7 @@ func (c *Cluster) classpath() string { return filepath.Join(c.libs, "*") }
 // formatted).
 func (c *Cluster) format(ctx context.Context, n *Node) error {
 	args := []string{"-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-		"-Dlog4j2.configurationFile=" + c.log4j(), "-cp", c.classpath(),
+		c.rel.logFlag(c.log4j()), "-cp", c.classpath(),
 		"kafka.tools.StorageTool", "format", "-t", c.clusterID, "-c", n.conf, "--ignore-formatted"}
 	if c.ca != nil {
 		// SCRAM credentials go in the bootstrap metadata: there is no
@@ -479,7 +491,7 @@ func (n *Node) launch() error {
 		fmt.Sprintf("-Xms%dm", heap/2), fmt.Sprintf("-Xmx%dm", heap),
 		"-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",
 		"-XX:+ExplicitGCInvokesConcurrent", "-XX:MaxInlineLevel=15", "-Djava.awt.headless=true",
-		"-Dlog4j2.configurationFile="+c.log4j(), "-Dkafka.logs.dir="+filepath.Join(n.dir, "logs"),
+		c.rel.logFlag(c.log4j()), "-Dkafka.logs.dir="+filepath.Join(n.dir, "logs"),
 		// Names the cluster on the command line, so a leak check finds
 		// the JVMs of this cluster and no other's.
 		"-Driffle.kafkatest.dir="+c.dir,
@@ -606,39 +618,36 @@ func (c *Cluster) serverProperties(n *Node) string {
 		voters[i] = fmt.Sprintf("%d@%s", o.ID, o.ControllerAddr)
 	}
 	props := map[string]string{
-		"process.roles":                                    "broker,controller",
-		"node.id":                                          strconv.Itoa(int(n.ID)),
-		"controller.quorum.voters":                         strings.Join(voters, ","),
-		"listeners":                                        "PLAINTEXT://" + n.Addr + ",CONTROLLER://" + n.ControllerAddr,
-		"advertised.listeners":                             "PLAINTEXT://" + n.Addr,
-		"controller.listener.names":                        "CONTROLLER",
-		"inter.broker.listener.name":                       "PLAINTEXT",
-		"listener.security.protocol.map":                   "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-		"log.dirs":                                         strings.Join(logDirs(n.dir, c.cfg.LogDirs), ","),
-		"broker.rack":                                      n.Rack,
-		"replica.selector.class":                           "org.apache.kafka.common.replica.RackAwareReplicaSelector",
-		"auto.create.topics.enable":                        "false",
-		"num.partitions":                                   "1",
-		"default.replication.factor":                       rf,
-		"min.insync.replicas":                              minISR,
-		"num.network.threads":                              "2",
-		"num.io.threads":                                   "4",
-		"num.replica.fetchers":                             "1",
-		"background.threads":                               "4",
-		"log.cleaner.threads":                              "1",
-		"log.cleaner.dedupe.buffer.size":                   strconv.Itoa(8 << 20),
-		"broker.heartbeat.interval.ms":                     "1000",
-		"broker.session.timeout.ms":                        "6000",
-		"replica.lag.time.max.ms":                          "10000",
-		"unclean.leader.election.enable":                   "false",
-		"offsets.topic.replication.factor":                 rf,
-		"offsets.topic.num.partitions":                     "4",
-		"transaction.state.log.replication.factor":         rf,
-		"transaction.state.log.min.isr":                    minISR,
-		"transaction.state.log.num.partitions":             "4",
-		"share.coordinator.state.topic.replication.factor": rf,
-		"share.coordinator.state.topic.min.isr":            minISR,
-		"share.coordinator.state.topic.num.partitions":     "4",
+		"process.roles":                            "broker,controller",
+		"node.id":                                  strconv.Itoa(int(n.ID)),
+		"controller.quorum.voters":                 strings.Join(voters, ","),
+		"listeners":                                "PLAINTEXT://" + n.Addr + ",CONTROLLER://" + n.ControllerAddr,
+		"advertised.listeners":                     "PLAINTEXT://" + n.Addr,
+		"controller.listener.names":                "CONTROLLER",
+		"inter.broker.listener.name":               "PLAINTEXT",
+		"listener.security.protocol.map":           "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+		"log.dirs":                                 strings.Join(logDirs(n.dir, c.cfg.LogDirs), ","),
+		"broker.rack":                              n.Rack,
+		"replica.selector.class":                   "org.apache.kafka.common.replica.RackAwareReplicaSelector",
+		"auto.create.topics.enable":                "false",
+		"num.partitions":                           "1",
+		"default.replication.factor":               rf,
+		"min.insync.replicas":                      minISR,
+		"num.network.threads":                      "2",
+		"num.io.threads":                           "4",
+		"num.replica.fetchers":                     "1",
+		"background.threads":                       "4",
+		"log.cleaner.threads":                      "1",
+		"log.cleaner.dedupe.buffer.size":           strconv.Itoa(8 << 20),
+		"broker.heartbeat.interval.ms":             "1000",
+		"broker.session.timeout.ms":                "6000",
+		"replica.lag.time.max.ms":                  "10000",
+		"unclean.leader.election.enable":           "false",
+		"offsets.topic.replication.factor":         rf,
+		"offsets.topic.num.partitions":             "4",
+		"transaction.state.log.replication.factor": rf,
+		"transaction.state.log.min.isr":            minISR,
+		"transaction.state.log.num.partitions":     "4",
 		// Groups: no initial rebalance delay, and heartbeat and session
 		// bounds that let tests use short values.
 		"group.initial.rebalance.delay.ms":                            "0",
@@ -647,13 +656,22 @@ func (c *Cluster) serverProperties(n *Node) string {
 		"group.consumer.min.heartbeat.interval.ms":                    "500",
 		"group.consumer.session.timeout.ms":                           "10000",
 		"group.consumer.min.session.timeout.ms":                       "3000",
-		"group.share.heartbeat.interval.ms":                           "1000",
-		"group.share.min.heartbeat.interval.ms":                       "500",
-		"group.share.session.timeout.ms":                              "10000",
-		"group.share.min.session.timeout.ms":                          "3000",
-		"group.share.record.lock.duration.ms":                         "15000",
-		"group.share.min.record.lock.duration.ms":                     "1000",
 		"transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
+	}
+	if c.rel.major() >= 4 {
+		// Share groups (KIP-932) are Kafka 4's: 3.9 has no such
+		// settings (and no share groups).
+		maps.Copy(props, map[string]string{
+			"share.coordinator.state.topic.replication.factor": rf,
+			"share.coordinator.state.topic.min.isr":            minISR,
+			"share.coordinator.state.topic.num.partitions":     "4",
+			"group.share.heartbeat.interval.ms":                "1000",
+			"group.share.min.heartbeat.interval.ms":            "500",
+			"group.share.session.timeout.ms":                   "10000",
+			"group.share.min.session.timeout.ms":               "3000",
+			"group.share.record.lock.duration.ms":              "15000",
+			"group.share.min.record.lock.duration.ms":          "1000",
+		})
 	}
 	if c.ca != nil {
 		props["listeners"] += ",SASL_SSL://" + n.SASLAddr
@@ -676,7 +694,7 @@ func (c *Cluster) serverProperties(n *Node) string {
 	}
 	maps.Copy(props, c.cfg.BrokerConfigs)
 	var b strings.Builder
-	fmt.Fprintf(&b, "# written by riffle's internal/kafkatest for Kafka %s\n", Version)
+	fmt.Fprintf(&b, "# written by riffle's internal/kafkatest for Kafka %s\n", c.rel.version)
 	for _, k := range slices.Sorted(maps.Keys(props)) {
 		fmt.Fprintf(&b, "%s=%s\n", k, props[k])
 	}

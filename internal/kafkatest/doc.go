@@ -1,9 +1,10 @@
 // Package kafkatest runs a real Apache Kafka cluster for Riffle's
 // integration suite: the broker of the version pinned in pom.xml
-// ([Version]), from its Maven Central jars, with no Docker and no tarball.
+// ([Version]), or Kafka 3.9 ([Version39], pom-3.9.xml; [Config.Version]),
+// from its Maven Central jars, with no Docker and no tarball.
 //
-// [Libs] resolves the jars once with mvn into a cache outside the
-// repository ([CacheDir]) and reuses them. [Start] formats and starts 1 or
+// [Libs] ([LibsFor] a version) resolves the jars once with mvn into a
+// cache outside the repository ([CacheDir], per version) and reuses them. [Start] formats and starts 1 or
 // 3 combined broker+controller KRaft nodes on loopback, in a temporary
 // directory (under /dev/shm when there is one), on free ports, each in a
 // rack of its own (r1, r2, r3) with the rack-aware replica selector, and

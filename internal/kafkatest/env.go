@@ -3,14 +3,19 @@ package kafkatest
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 )
 
 // The environment that asks for real-Kafka tests.
 const (
-	// EnvVersion (RIFFLE_KAFKA=4.4.0) starts a cluster of the pinned
-	// version for the run.
+	// EnvVersion (RIFFLE_KAFKA=4.4.0, or 3.9.1) starts a cluster of
+	// that pinned version (one of Versions) for the run.
 	EnvVersion = "RIFFLE_KAFKA"
+	// EnvNodes (RIFFLE_KAFKA_NODES=1) is the number of nodes of the
+	// cluster a suite starts, 1 or 3, when the suite lets it choose
+	// (the integration suite: default 3).
+	EnvNodes = "RIFFLE_KAFKA_NODES"
 	// EnvBrokers (RIFFLE_KAFKA_BROKERS=host:port,...) uses a running
 	// cluster instead, e.g. one from cmd/kafka.
 	EnvBrokers = "RIFFLE_KAFKA_BROKERS"
@@ -20,23 +25,34 @@ const (
 )
 
 // HowToRun is the line a real-Kafka test skips with.
-const HowToRun = "real Kafka not requested: set " + EnvVersion + "=" + Version +
-	" (starts a cluster; needs java 17+ and mvn) or " + EnvBrokers + "=host:port"
+const HowToRun = "real Kafka not requested: set " + EnvVersion + "=" + Version + " (or " + Version39 +
+	"; starts a cluster; needs java 17+ and mvn) or " + EnvBrokers + "=host:port"
 
 // Request is what the environment asks for.
 type Request struct {
 	// Start is set when EnvVersion asks for a cluster to be started.
 	Start bool
+	// Version is EnvVersion's release (Version when unset).
+	Version string
+	// Nodes is EnvNodes, 0 when unset.
+	Nodes int
 	// Brokers are EnvBrokers' addresses.
 	Brokers []string
 	// Require is EnvRequire.
 	Require bool
 }
 
-// Requested reads the environment. An EnvVersion other than Version is an
-// error: only that release is pinned.
+// Requested reads the environment. An EnvVersion not in Versions is an
+// error: only those releases are pinned.
 func Requested() (Request, error) {
-	r := Request{Require: os.Getenv(EnvRequire) == "1"}
+	r := Request{Require: os.Getenv(EnvRequire) == "1", Version: Version}
+	switch n := os.Getenv(EnvNodes); n {
+	case "":
+	case "1", "3":
+		r.Nodes = int(n[0] - '0')
+	default:
+		return r, fmt.Errorf("%s=%s: want 1 or 3", EnvNodes, n)
+	}
 	if b := strings.TrimSpace(os.Getenv(EnvBrokers)); b != "" {
 		for _, a := range strings.Split(b, ",") {
 			if a = strings.TrimSpace(a); a != "" {
@@ -44,12 +60,12 @@ func Requested() (Request, error) {
 			}
 		}
 	}
-	switch v := os.Getenv(EnvVersion); v {
-	case "":
-	case Version:
+	if v := os.Getenv(EnvVersion); v != "" {
+		if !slices.Contains(Versions, v) {
+			return r, fmt.Errorf("%s=%s: only Kafka %s are pinned (internal/kafkatest/pom*.xml)", EnvVersion, v, strings.Join(Versions, ", "))
+		}
+		r.Version = v
 		r.Start = len(r.Brokers) == 0
-	default:
-		return r, fmt.Errorf("%s=%s: only Kafka %s is pinned (internal/kafkatest/pom.xml)", EnvVersion, v, Version)
 	}
 	return r, nil
 }

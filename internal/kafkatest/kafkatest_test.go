@@ -40,6 +40,10 @@ func needStart(t *testing.T) {
 func startCluster(t *testing.T, cfg Config) *Cluster {
 	t.Helper()
 	cfg.Logf = t.Logf
+	if cfg.Version == "" {
+		r, _ := Requested()
+		cfg.Version = r.Version
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	c, err := Start(ctx, cfg)

@@ -17,11 +17,65 @@ import (
 	"time"
 )
 
-// Version is the Apache Kafka release pinned in pom.xml.
+// Version is the Apache Kafka release pinned in pom.xml, the one the
+// harness runs unless told otherwise.
 const Version = "4.4.0"
 
-//go:embed pom.xml log4j2.properties
+// Version39 is the Kafka 3.x release pinned in pom-3.9.xml: the last 3.x
+// line (KRaft; no share groups, KIP-848 groups and transactions v2 not
+// enabled by default).
+const Version39 = "3.9.1"
+
+// Versions are the releases the harness runs ([Config.Version],
+// RIFFLE_KAFKA=version).
+var Versions = []string{Version, Version39}
+
+//go:embed pom.xml pom-3.9.xml log4j2.properties log4j.properties
 var files embed.FS
+
+// release is how the harness runs one pinned Kafka release.
+type release struct {
+	version string
+	// pom resolves the release's jars (embedded file name).
+	pom string
+	// log4j1: the release logs through reload4j (log4j 1.2, Kafka 3.x)
+	// configured with log4j.properties, not log4j2 (Kafka 4).
+	log4j1 bool
+}
+
+// major is the release's major version (3 or 4).
+func (r release) major() int {
+	m, _, _ := strings.Cut(r.version, ".")
+	n, _ := strconv.Atoi(m)
+	return n
+}
+
+// logConfig is the embedded logging configuration's file name.
+func (r release) logConfig() string {
+	if r.log4j1 {
+		return "log4j.properties"
+	}
+	return "log4j2.properties"
+}
+
+// logFlag is the JVM flag that points the release's logging at path.
+func (r release) logFlag(path string) string {
+	if r.log4j1 {
+		return "-Dlog4j.configuration=file:" + path
+	}
+	return "-Dlog4j2.configurationFile=" + path
+}
+
+// releaseOf returns how to run version, one of Versions.
+func releaseOf(version string) (release, error) {
+	switch version {
+	case "", Version:
+		return release{version: Version, pom: "pom.xml"}, nil
+	case Version39:
+		return release{version: Version39, pom: "pom-3.9.xml", log4j1: true}, nil
+	}
+	return release{}, fmt.Errorf("kafkatest: Kafka %s is not pinned (pinned: %s)", version, strings.Join(Versions, ", "))
+}
 
 // dependencyPlugin is pinned so a fresh machine resolves the same jars.
 const dependencyPlugin = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies"
@@ -34,10 +88,14 @@ const completeMarker = ".riffle-complete"
 // extraMavenArgs is for tests (offline mode, an empty local repository).
 var extraMavenArgs []string
 
-// CacheDir is where Libs keeps the jars: $RIFFLE_KAFKA_CACHE/kafka-VERSION,
-// or riffle/kafka-VERSION in the user's cache directory
-// (os.UserCacheDir), outside any repository and shared by every checkout.
-func CacheDir() (string, error) {
+// CacheDir is where Libs keeps the jars of Version: see CacheDirFor.
+func CacheDir() (string, error) { return CacheDirFor(Version) }
+
+// CacheDirFor is where LibsFor keeps the jars of version:
+// $RIFFLE_KAFKA_CACHE/kafka-VERSION, or riffle/kafka-VERSION in the user's
+// cache directory (os.UserCacheDir), outside any repository and shared by
+// every checkout.
+func CacheDirFor(version string) (string, error) {
 	base := os.Getenv("RIFFLE_KAFKA_CACHE")
 	if base == "" {
 		d, err := os.UserCacheDir()
@@ -46,11 +104,15 @@ func CacheDir() (string, error) {
 		}
 		base = filepath.Join(d, "riffle")
 	}
-	return filepath.Join(base, "kafka-"+Version), nil
+	return filepath.Join(base, "kafka-"+version), nil
 }
 
-// Libs returns the directory holding the jars of the pinned Kafka broker,
-// resolving them with Maven (mvn, from Maven Central or the mirror in the
+// Libs returns the directory holding the jars of the Kafka broker of
+// Version: see LibsFor.
+func Libs(ctx context.Context) (string, error) { return LibsFor(ctx, Version) }
+
+// LibsFor returns the directory holding the jars of the Kafka broker of
+// version (one of Versions), resolving them with Maven (mvn, from Maven Central or the mirror in the
 // user's settings) the first time and reusing them afterwards. Concurrent
 // callers, in one process or several, are safe: each resolves into a
 // directory of its own and the first to finish publishes it with a rename.
@@ -58,15 +120,20 @@ func CacheDir() (string, error) {
 // Every failure is one line: java or mvn missing, a Java older than 17,
 // or a repository that could not be reached (the full Maven output is kept
 // in a file the line names).
-func Libs(ctx context.Context) (string, error) {
-	if err := checkJava(ctx); err != nil {
-		return "", err
-	}
-	dir, err := CacheDir()
+func LibsFor(ctx context.Context, version string) (string, error) {
+	rel, err := releaseOf(version)
 	if err != nil {
 		return "", err
 	}
-	pom, _ := files.ReadFile("pom.xml")
+	version = rel.version
+	if err := checkJava(ctx, version); err != nil {
+		return "", err
+	}
+	dir, err := CacheDirFor(version)
+	if err != nil {
+		return "", err
+	}
+	pom, _ := files.ReadFile(rel.pom)
 	sum := sha256.Sum256(pom)
 	want := hex.EncodeToString(sum[:])
 	libs := filepath.Join(dir, "libs")
@@ -75,7 +142,7 @@ func Libs(ctx context.Context) (string, error) {
 	}
 	mvn, err := exec.LookPath("mvn")
 	if err != nil {
-		return "", errors.New("kafkatest: mvn not found in PATH: install Apache Maven 3.8+ to fetch the Kafka " + Version + " jars (or run the suite against RIFFLE_KAFKA_BROKERS)")
+		return "", errors.New("kafkatest: mvn not found in PATH: install Apache Maven 3.8+ to fetch the Kafka " + version + " jars (or run the suite against RIFFLE_KAFKA_BROKERS)")
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("kafkatest: %w", err)
@@ -98,15 +165,15 @@ func Libs(ctx context.Context) (string, error) {
 	cmd.Dir = tmp
 	output, runErr := cmd.CombinedOutput()
 	if runErr == nil {
-		if _, err := os.Stat(filepath.Join(out, "kafka_2.13-"+Version+".jar")); err != nil {
-			runErr = errors.New("kafka_2.13-" + Version + ".jar missing after the copy")
+		if _, err := os.Stat(filepath.Join(out, "kafka_2.13-"+version+".jar")); err != nil {
+			runErr = errors.New("kafka_2.13-" + version + ".jar missing after the copy")
 		}
 	}
 	if runErr != nil {
 		logPath := filepath.Join(dir, "mvn.log")
 		_ = os.WriteFile(logPath, output, 0o644)
 		return "", fmt.Errorf("kafkatest: mvn could not resolve org.apache.kafka:kafka_2.13:%s (repository unreachable?): %s (full output: %s)",
-			Version, firstMavenError(output, runErr), logPath)
+			version, firstMavenError(output, runErr), logPath)
 	}
 	if err := os.WriteFile(filepath.Join(out, completeMarker), []byte(want+"\n"), 0o644); err != nil {
 		return "", fmt.Errorf("kafkatest: %w", err)
@@ -150,11 +217,11 @@ var ansi = regexp.MustCompile("\x1b\\[[0-9;]*[A-Za-z]")
 var javaVersion = regexp.MustCompile(`version "(\d+)`)
 
 // checkJava says in one line when java is missing or older than 17 (the
-// oldest Java Kafka 4's broker runs on).
-func checkJava(ctx context.Context) error {
+// oldest Java Kafka 4's broker runs on; 3.9 runs on it too).
+func checkJava(ctx context.Context, version string) error {
 	java, err := exec.LookPath("java")
 	if err != nil {
-		return errors.New("kafkatest: java not found in PATH: install a JDK 17+ to run the Kafka " + Version + " broker (or run the suite against RIFFLE_KAFKA_BROKERS)")
+		return errors.New("kafkatest: java not found in PATH: install a JDK 17+ to run the Kafka " + version + " broker (or run the suite against RIFFLE_KAFKA_BROKERS)")
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
@@ -168,7 +235,7 @@ func checkJava(ctx context.Context) error {
 	}
 	if v, _ := strconv.Atoi(string(m[1])); v < 17 { // "1.8.0" is Java 8
 		first, _, _ := bytes.Cut(out, []byte("\n"))
-		return fmt.Errorf("kafkatest: Kafka %s needs Java 17+, %s is %s", Version, java, strings.TrimSpace(string(first)))
+		return fmt.Errorf("kafkatest: Kafka %s needs Java 17+, %s is %s", version, java, strings.TrimSpace(string(first)))
 	}
 	return nil
 }

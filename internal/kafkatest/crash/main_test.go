@@ -52,7 +52,7 @@ func TestMain(m *testing.M) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
-	c, err := kafkatest.Start(ctx, kafkatest.Config{Nodes: 3, Logf: logf})
+	c, err := kafkatest.Start(ctx, kafkatest.Config{Version: req.Version, Nodes: 3, Logf: logf})
 	cancel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -48,7 +48,7 @@ func TestMain(m *testing.M) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
-	c, err := kafkatest.Start(ctx, kafkatest.Config{Nodes: 3, Logf: logf, StopTimeout: 15 * time.Second,
+	c, err := kafkatest.Start(ctx, kafkatest.Config{Version: req.Version, Nodes: 3, Logf: logf, StopTimeout: 15 * time.Second,
 		BrokerConfigs: map[string]string{
 			// The controller looks for leaderless partitions of topics
 			// with unclean.leader.election.enable every 5 minutes by

@@ -138,9 +138,7 @@ func TestTopicConfigsValidateOnly(t *testing.T) {
 // with INVALID_CONFIG and a read-only config with INVALID_REQUEST.
 func TestBrokerConfigsSynonyms(t *testing.T) {
 	need(t)
-	if env.nodes < 2 {
-		t.Skip("needs two brokers")
-	}
+	needNodes(t, 2)
 	adm := client(t).Admin()
 	vo := adm.ValidateOnly()
 	ctx := timeout(t, 3*time.Minute)

@@ -26,6 +26,10 @@ func TestUpdateFeatures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if is39() {
+		updateFeatures39(t, adm, before)
+		return
+	}
 	tv, mv := before.Finalized["transaction.version"].Max, before.Finalized["metadata.version"].Max
 	if tv < 1 || mv < 1 {
 		t.Fatalf("finalized features %v: want transaction.version and metadata.version", before.Finalized)
@@ -108,4 +112,45 @@ func TestUpdateFeatures(t *testing.T) {
 		t.Fatalf("streams.version back to %d: %v %v", sv.Max, res, err)
 	}
 	eventually(t, time.Minute, fmt.Sprintf("streams.version %d on every broker", sv.Max), everyBroker(sv.Max))
+}
+
+// updateFeatures39 is TestUpdateFeatures on Kafka 3.9, which finalizes
+// metadata.version only (UpdateFeatures v1): validating the level in force
+// and a safe or unsafe downgrade by one passes; a downgrade asked as an
+// upgrade, a level above the supported range and an unknown feature are
+// refused; nothing changes.
+func updateFeatures39(t *testing.T, adm *riffle.Admin, before riffle.FeatureMetadata) {
+	ctx := timeout(t, time.Minute)
+	mv := before.Finalized["metadata.version"].Max
+	if mv < 1 {
+		t.Fatalf("finalized features %v: want metadata.version", before.Finalized)
+	}
+	vo := adm.ValidateOnly()
+	for _, c := range []struct {
+		feature string
+		update  riffle.FeatureUpdate
+		ok      bool
+	}{
+		{"metadata.version", riffle.FeatureUpdate{MaxVersionLevel: mv, UpgradeType: riffle.FeatureUpgrade}, true},
+		// Kafka 3.9 validates a metadata.version downgrade (4.4 refuses
+		// every one).
+		{"metadata.version", riffle.FeatureUpdate{MaxVersionLevel: mv - 1, UpgradeType: riffle.FeatureSafeDowngrade}, true},
+		{"metadata.version", riffle.FeatureUpdate{MaxVersionLevel: mv - 1, UpgradeType: riffle.FeatureUnsafeDowngrade}, true},
+		{"metadata.version", riffle.FeatureUpdate{MaxVersionLevel: mv - 1, UpgradeType: riffle.FeatureUpgrade}, false},
+		{"metadata.version", riffle.FeatureUpdate{MaxVersionLevel: before.Supported["metadata.version"].Max + 1, UpgradeType: riffle.FeatureUpgrade}, false},
+		{"no.such.feature", riffle.FeatureUpdate{MaxVersionLevel: 1, UpgradeType: riffle.FeatureUpgrade}, false},
+	} {
+		res, err := vo.UpdateFeatures(ctx, map[string]riffle.FeatureUpdate{c.feature: c.update})
+		if err != nil || len(res) != 1 || res[0].Feature != c.feature {
+			t.Fatalf("validating %s %+v: %v %v", c.feature, c.update, res, err)
+		}
+		if c.ok && res[0].Err != nil || !c.ok && !errors.Is(res[0].Err, riffle.ErrInvalidUpdateVersion) {
+			t.Errorf("validating %s to %d (%v): %v, want ok=%v", c.feature, c.update.MaxVersionLevel, c.update.UpgradeType, res[0].Err, c.ok)
+		}
+		t.Logf("validating %s to %d (%v): %v", c.feature, c.update.MaxVersionLevel, c.update.UpgradeType, res[0].Err)
+	}
+	now, err := adm.DescribeFeatures(ctx)
+	if err != nil || now.Finalized["metadata.version"].Max != mv {
+		t.Errorf("after validating only: %v %v, want metadata.version %d", now.Finalized, err, mv)
+	}
 }

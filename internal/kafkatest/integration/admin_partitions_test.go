@@ -37,9 +37,7 @@ func partitionDetail(t *testing.T, adm *riffle.Admin, tp string, p int32) (riffl
 // replicas show in DescribeLogDirs with their size.
 func TestReassignAndElectLeaders(t *testing.T) {
 	need(t)
-	if env.nodes < 2 {
-		t.Skip("needs two brokers")
-	}
+	needNodes(t, 2)
 	cl := client(t)
 	adm := cl.Admin()
 	ctx := timeout(t, 4*time.Minute)

@@ -81,6 +81,9 @@ func TestGroupServerAssignors(t *testing.T) {
 	for _, assignor := range []string{"range", "uniform"} {
 		t.Run(assignor, func(t *testing.T) {
 			need(t)
+			if !supports848(t, riffle.GroupProtocolConsumer) {
+				return
+			}
 			admin := client(t)
 			t1, t2 := topic(t, admin, 5, nil), topic(t, admin, 5, nil)
 			group := name(t, "g")
@@ -123,6 +126,9 @@ func TestGroupServerAssignors(t *testing.T) {
 // that does not match is not.
 func TestGroupRegexSubscriptionNewTopic(t *testing.T) {
 	need(t)
+	if !supports848(t, riffle.GroupProtocolConsumer) {
+		return
+	}
 	admin := client(t)
 	group := name(t, "g")
 	prefix := name(t, "re")

@@ -176,6 +176,9 @@ func TestGroupStaticMemberRestart(t *testing.T) {
 	for _, proto := range groupProtocols {
 		t.Run(proto.name, func(t *testing.T) {
 			need(t)
+			if !supports848(t, proto.p) {
+				return
+			}
 			f := newGroupFixture(t, 6)
 			// Long enough that the restart is well within it.
 			static := func(id string) []riffle.ConsumerOption {
@@ -254,6 +257,9 @@ func TestGroupMemberCrashSessionTimeout(t *testing.T) {
 	for _, proto := range groupProtocols {
 		t.Run(proto.name, func(t *testing.T) {
 			need(t)
+			if !supports848(t, proto.p) {
+				return
+			}
 			f := newGroupFixture(t, 6)
 			var opts []riffle.ConsumerOption
 			if proto.p == riffle.GroupProtocolClassic {

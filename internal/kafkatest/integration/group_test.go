@@ -51,6 +51,9 @@ func TestGroupJoinLeave(t *testing.T) {
 	} {
 		t.Run(proto.name, func(t *testing.T) {
 			need(t)
+			if !supports848(t, proto.p) {
+				return
+			}
 			admin := client(t)
 			const parts = 6
 			tp := topic(t, admin, parts, nil)

@@ -207,6 +207,9 @@ func TestJavaCommitsRiffleResumes(t *testing.T) {
 	for _, pr := range javaProtocols {
 		t.Run(pr.name, func(t *testing.T) {
 			t.Parallel()
+			if !supports848(t, pr.proto) {
+				return
+			}
 			const parts, n, javaTakes = 3, 60, 25
 			tp := topic(t, cl, parts, nil)
 			group := name(t, "g")
@@ -274,6 +277,9 @@ func TestRiffleCommitsJavaResumes(t *testing.T) {
 	for _, pr := range javaProtocols {
 		t.Run(pr.name, func(t *testing.T) {
 			t.Parallel()
+			if !supports848(t, pr.proto) {
+				return
+			}
 			const parts, n = 3, 30
 			tp := topic(t, cl, parts, nil)
 			group := name(t, "g")

@@ -209,6 +209,9 @@ func TestJavaRiffleMixedGroup(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
+			if !supports848(t, tc.protocol) {
+				return
+			}
 			const parts = 6
 			tp := topic(t, cl, parts, nil)
 			group := name(t, "g")

@@ -29,6 +29,14 @@ var env struct {
 	// reauth is the SASL_SSL listener's session lifetime
 	// (connections.max.reauth.ms) on a cluster the suite started.
 	reauth time.Duration
+	// version is the Kafka release of a cluster the suite started, ""
+	// with RIFFLE_KAFKA_BROKERS.
+	version string
+	// features are what the cluster can do (features_test.go).
+	features clusterFeatures
+	// fewerNodes: RIFFLE_KAFKA_NODES asked for fewer nodes than the
+	// suite's 3, so tests that need more skip even with REQUIRE.
+	fewerNodes bool
 }
 
 // suiteReauth is the session lifetime of the SASL_SSL listener of the
@@ -49,17 +57,25 @@ func TestMain(m *testing.M) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	if req.Start {
 		logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
-		c, err := kafkatest.Start(ctx, kafkatest.Config{Nodes: 3, SASL: true, SASLReauth: suiteReauth, Logf: logf})
+		nodes := req.Nodes
+		if nodes == 0 {
+			nodes = 3
+		}
+		env.fewerNodes = nodes < 3
+		c, err := kafkatest.Start(ctx, kafkatest.Config{Version: req.Version, Nodes: nodes, SASL: true, SASLReauth: suiteReauth, Logf: logf})
 		if err != nil {
 			cancel()
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
-		env.cluster, env.addrs, env.reauth = c, c.Addrs(), suiteReauth
+		env.cluster, env.addrs, env.reauth, env.version = c, c.Addrs(), suiteReauth, c.Version()
 	} else {
 		env.addrs = req.Brokers
 	}
 	env.nodes, err = countBrokers(ctx)
+	if err == nil {
+		env.features, err = readFeatures(ctx)
+	}
 	cancel()
 	code := 1
 	if err != nil {
@@ -96,6 +112,21 @@ func need(t *testing.T) {
 		t.Skip(kafkatest.HowToRun)
 	}
 	t.Parallel()
+}
+
+// needNodes skips the test unless the cluster has n brokers: with
+// RIFFLE_KAFKA_REQUIRE=1 that is a failure, unless RIFFLE_KAFKA_NODES
+// asked for the smaller cluster.
+func needNodes(t *testing.T, n int) {
+	t.Helper()
+	if env.nodes >= n {
+		return
+	}
+	msg := fmt.Sprintf("needs %d brokers, the cluster has %d", n, env.nodes)
+	if env.require && !env.fewerNodes {
+		t.Fatal(msg + " (" + kafkatest.EnvRequire + "=1)")
+	}
+	t.Skip(msg)
 }
 
 // rf is the replication factor of the suite's topics.

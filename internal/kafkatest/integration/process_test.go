@@ -26,6 +26,9 @@ func TestExactlyOnceProcessMembersJoinLeave(t *testing.T) {
 	for _, proto := range groupProtocols {
 		t.Run(proto.name, func(t *testing.T) {
 			need(t)
+			if !supports848(t, proto.p) {
+				return
+			}
 			const parts, keys = 4, 10
 			admin := client(t)
 			in := topic(t, admin, parts, nil)

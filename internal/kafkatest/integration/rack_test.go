@@ -60,9 +60,7 @@ func (f *fetchTrace) snapshot() (fetches, bytes, records map[int32]int) {
 // rack.
 func rackTopic(t *testing.T, admin *riffle.Client, n int) (topic string, leader, follower int32, rack string) {
 	t.Helper()
-	if env.nodes < 3 {
-		t.Skip("needs 3 brokers")
-	}
+	needNodes(t, 3)
 	topic = name(t, "t")
 	ctx := timeout(t, 2*time.Minute)
 	res, err := admin.Admin().CreateTopics(ctx, riffle.TopicSpec{Name: topic, Partitions: 1, ReplicationFactor: 3})

@@ -105,6 +105,9 @@ func TestShareRenewKeepsRecord(t *testing.T) {
 	for _, mode := range []string{"auto", "explicit"} {
 		t.Run(mode, func(t *testing.T) {
 			need(t)
+			if !supportsShare(t) {
+				return
+			}
 			cl := client(t)
 			tp := topic(t, cl, 1, nil)
 			group := name(t, "sg")
@@ -195,6 +198,9 @@ func TestShareRenewKeepsRecord(t *testing.T) {
 // delivery fails with ErrNotAcquired.
 func TestShareLockExpiryRedelivers(t *testing.T) {
 	need(t)
+	if !supportsShare(t) {
+		return
+	}
 	cl := client(t)
 	tp := topic(t, cl, 1, nil)
 	group := name(t, "sg")
@@ -248,6 +254,9 @@ func TestShareLockExpiryRedelivers(t *testing.T) {
 // archived one stays away.
 func TestShareDeliveryLimitArchives(t *testing.T) {
 	need(t)
+	if !supportsShare(t) {
+		return
+	}
 	cl := client(t)
 	tp := topic(t, cl, 1, nil)
 	group := name(t, "sg")
@@ -303,6 +312,9 @@ func TestShareDeliveryLimitArchives(t *testing.T) {
 // in the group, altering is refused.
 func TestShareGroupOffsetsWithMembers(t *testing.T) {
 	need(t)
+	if !supportsShare(t) {
+		return
+	}
 	cl := client(t)
 	tp := topic(t, cl, 2, nil)
 	group := name(t, "sg")

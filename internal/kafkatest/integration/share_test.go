@@ -17,6 +17,9 @@ import (
 // group's start offset ends past every record.
 func TestShareGroupAcceptReleaseReject(t *testing.T) {
 	need(t)
+	if !supportsShare(t) {
+		return
+	}
 	cl := client(t)
 	tp := topic(t, cl, 2, nil)
 	group := name(t, "sg")

@@ -213,7 +213,10 @@ func TestExactlyOnceGroup(t *testing.T) {
 // INVALID_TXN_STATE: the producer's commit fails fatally (Java: an
 // InvalidTxnStateException) with ErrInvalidTxnState and
 // ErrTransactionTimedOut; read_committed readers see none of the
-// transaction's records.
+// transaction's records. Under transactions v1 (Kafka 3.9) the bumped
+// epoch fences the producer: the commit fails with PRODUCER_FENCED
+// (ErrProducerFenced) and ErrTransactionTimedOut, as Java's fails with a
+// ProducerFencedException.
 func TestTransactionTimeoutAborts(t *testing.T) {
 	need(t)
 	cl := client(t)
@@ -258,11 +261,20 @@ func TestTransactionTimeoutAborts(t *testing.T) {
 	}
 	err = p.CommitTransaction(ctx)
 	t.Logf("commit after the timeout: %v", err)
-	if !errors.Is(err, riffle.ErrTransactionFatal) || !errors.Is(err, riffle.ErrInvalidTxnState) || !errors.Is(err, riffle.ErrTransactionTimedOut) {
-		t.Fatalf("commit after the timeout: %v, want ErrTransactionFatal with ErrInvalidTxnState and ErrTransactionTimedOut", err)
-	}
-	if err := p.BeginTransaction(); !errors.Is(err, riffle.ErrTransactionFatal) {
-		t.Errorf("begin after the failed commit: %v, want ErrTransactionFatal", err)
+	if !env.features.txnV2() {
+		if !errors.Is(err, riffle.ErrProducerFenced) || !errors.Is(err, riffle.KafkaErrorForCode(90)) || !errors.Is(err, riffle.ErrTransactionTimedOut) {
+			t.Fatalf("commit after the timeout (transactions v1): %v, want ErrProducerFenced (PRODUCER_FENCED) and ErrTransactionTimedOut", err)
+		}
+		if err := p.BeginTransaction(); !errors.Is(err, riffle.ErrProducerFenced) {
+			t.Errorf("begin after the fenced commit: %v, want ErrProducerFenced", err)
+		}
+	} else {
+		if !errors.Is(err, riffle.ErrTransactionFatal) || !errors.Is(err, riffle.ErrInvalidTxnState) || !errors.Is(err, riffle.ErrTransactionTimedOut) {
+			t.Fatalf("commit after the timeout: %v, want ErrTransactionFatal with ErrInvalidTxnState and ErrTransactionTimedOut", err)
+		}
+		if err := p.BeginTransaction(); !errors.Is(err, riffle.ErrTransactionFatal) {
+			t.Errorf("begin after the failed commit: %v, want ErrTransactionFatal", err)
+		}
 	}
 	if got := allValues(readAll(t, cl, tp, riffle.ReadCommitted)); len(got) != 0 {
 		t.Errorf("read_committed sees %q of the timed-out transaction", got)
@@ -277,7 +289,10 @@ func TestTransactionTimeoutAborts(t *testing.T) {
 // InvalidProducerEpochException); the abort then asks the coordinator,
 // which (transactions v2) takes the old epoch for a retry of its own
 // abort and answers the bumped epoch: the producer goes on, as Java's
-// does, and its next transaction commits.
+// does, and its next transaction commits. Under transactions v1 (Kafka
+// 3.9) no epoch is left for the producer: the abort fails with
+// ErrProducerFenced and ErrTransactionTimedOut, and a new producer of the
+// same id (InitTransactions) goes on.
 func TestTransactionTimeoutThenAbort(t *testing.T) {
 	need(t)
 	cl := client(t)
@@ -306,7 +321,14 @@ func TestTransactionTimeoutThenAbort(t *testing.T) {
 	if !errors.Is(perr, riffle.ErrTransactionAbortable) || !errors.Is(perr, riffle.KafkaErrorForCode(47)) {
 		t.Fatalf("produce after the timeout: %v, want ErrTransactionAbortable wrapping INVALID_PRODUCER_EPOCH", perr)
 	}
-	if err := p.AbortTransaction(ctx); err != nil {
+	if !env.features.txnV2() {
+		err := p.AbortTransaction(ctx)
+		t.Logf("abort after the timeout (transactions v1): %v", err)
+		if !errors.Is(err, riffle.ErrProducerFenced) || !errors.Is(err, riffle.ErrTransactionTimedOut) {
+			t.Fatalf("abort after the timeout (transactions v1): %v, want ErrProducerFenced and ErrTransactionTimedOut", err)
+		}
+		p = txnProducer(t, client(t), id, riffle.TransactionTimeout(2*time.Second))
+	} else if err := p.AbortTransaction(ctx); err != nil {
 		t.Fatalf("abort after the timeout: %v, want the producer to go on with the coordinator's epoch", err)
 	}
 	if err := p.BeginTransaction(); err != nil {
@@ -326,7 +348,9 @@ func TestTransactionTimeoutThenAbort(t *testing.T) {
 // Transactions version 2 (KIP-890) is finalized on a 4.4 cluster, and
 // under it every transaction ends with an epoch bump: the coordinator's
 // epoch after each commit is one more than before, and the partition's
-// producer state (DescribeProducers) follows.
+// producer state (DescribeProducers) follows. On Kafka 3.9 (no
+// transaction.version finalized) transactions are v1, negotiated without
+// an error: the epoch stays where InitTransactions put it.
 func TestTransactionVersion2BumpsEpoch(t *testing.T) {
 	need(t)
 	cl := client(t)
@@ -335,7 +359,13 @@ func TestTransactionVersion2BumpsEpoch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r, ok := feats.Finalized["transaction.version"]; !ok || r.Max != 2 {
+	bump := int16(1)
+	if r, ok := feats.Finalized["transaction.version"]; is39() {
+		if ok && r.Max >= 2 {
+			t.Fatalf("transaction.version finalized at %+v on Kafka %s", r, env.version)
+		}
+		bump = 0
+	} else if !ok || r.Max != 2 {
 		t.Fatalf("transaction.version finalized at %+v (%v), want 2", r, ok)
 	}
 	tp := topic(t, cl, 1, nil)
@@ -361,8 +391,8 @@ func TestTransactionVersion2BumpsEpoch(t *testing.T) {
 			t.Fatal(err)
 		}
 		gotPID, got := coordEpoch()
-		if gotPID != pid || got != epoch+1 {
-			t.Errorf("transaction %d: coordinator has producer %d epoch %d, want %d epoch %d", i, gotPID, got, pid, epoch+1)
+		if gotPID != pid || got != epoch+bump {
+			t.Errorf("transaction %d: coordinator has producer %d epoch %d, want %d epoch %d", i, gotPID, got, pid, epoch+bump)
 		}
 		epoch = got
 		// The commit marker is written with the bumped epoch: the

@@ -2,6 +2,7 @@
 // Ctrl-C, for trying Riffle, its CLI or the integration suite by hand:
 //
 //	go run ./internal/kafkatest/cmd/kafka -nodes 3
+//	go run ./internal/kafkatest/cmd/kafka -version 3.9.1
 //
 // It prints the bootstrap addresses on stdout, as riffle serve does for the
 // embedded cluster, and the export lines for the CLI and the suite.
@@ -39,11 +40,12 @@ func main() {
 	keep := flag.Bool("keep", false, "keep the cluster's directory (configs, data, logs) after Ctrl-C")
 	logDirs := flag.Int("log-dirs", 2, "log directories per node, 1 to 4")
 	libs := flag.Bool("libs", false, "only resolve the Kafka jars (mvn, into the cache) and print their directory")
+	version := flag.String("version", kafkatest.Version, "the Kafka release: "+strings.Join(kafkatest.Versions, " or "))
 	configs := kvs{}
 	flag.Var(configs, "config", "a broker `key=value` for every node's server.properties (repeatable)")
 	flag.Parse()
 	if *libs {
-		dir, err := kafkatest.Libs(context.Background())
+		dir, err := kafkatest.LibsFor(context.Background(), *version)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
@@ -51,17 +53,17 @@ func main() {
 		fmt.Println(dir)
 		return
 	}
-	if err := run(*nodes, *logDirs, *keep, configs); err != nil {
+	if err := run(*version, *nodes, *logDirs, *keep, configs); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 }
 
-func run(nodes, logDirs int, keep bool, configs kvs) error {
+func run(version string, nodes, logDirs int, keep bool, configs kvs) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
-	c, err := kafkatest.Start(ctx, kafkatest.Config{Nodes: nodes, LogDirs: logDirs, KeepDir: keep, BrokerConfigs: configs, Logf: logf})
+	c, err := kafkatest.Start(ctx, kafkatest.Config{Version: version, Nodes: nodes, LogDirs: logDirs, KeepDir: keep, BrokerConfigs: configs, Logf: logf})
 	if err != nil {
 		return err
 	}
